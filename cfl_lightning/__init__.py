@@ -1,0 +1,55 @@
+"""cfl_lightning: causal evaluation of formal-language learnability with PyTorch Lightning.
+
+The pure core (automata, binning semiring, samplers) is imported eagerly; the Lightning and
+torchmetrics layers (``PFADataModule``, the language models, ``DecomposedKL``) are imported lazily
+on first attribute access, so ``python -m cfl_lightning sample`` never imports Lightning or wandb.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from cfl_lightning.automata import (
+    PFSA,
+    Event,
+    parity_starfree_pfsa,
+    random_pfsa,
+    resampled_parity_starfree_pfsa,
+)
+from cfl_lightning.errors import CflError, EventError, InterventionError, PFSAError
+from cfl_lightning.sampling import Corpus, sample_corpus
+
+__version__ = "0.1.0"
+
+# name -> module, imported on first access (these pull in lightning / torchmetrics).
+_LAZY = {
+    "PFADataModule": "cfl_lightning.data",
+    "LanguageModel": "cfl_lightning.models",
+    "LSTMLanguageModel": "cfl_lightning.models",
+    "TransformerLanguageModel": "cfl_lightning.models",
+    "DecomposedKL": "cfl_lightning.metrics",
+    "decomposed_kl": "cfl_lightning.metrics",
+    "pfsa_kl": "cfl_lightning.metrics",
+}
+
+__all__ = [
+    "PFSA",
+    "Event",
+    "Corpus",
+    "sample_corpus",
+    "parity_starfree_pfsa",
+    "random_pfsa",
+    "resampled_parity_starfree_pfsa",
+    "CflError",
+    "PFSAError",
+    "EventError",
+    "InterventionError",
+    *_LAZY,
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'cfl_lightning' has no attribute {name!r}")

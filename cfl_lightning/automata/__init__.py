@@ -1,0 +1,25 @@
+"""Pure automaton core: the PFSA class, events and generators (no Lightning imports)."""
+
+from cfl_lightning.automata.events import EVENT_KINDS, Event
+from cfl_lightning.automata.generators import (
+    default_alphabet,
+    parity_starfree_pfsa,
+    random_pfsa,
+    random_topology,
+    random_weights,
+    resampled_parity_starfree_pfsa,
+)
+from cfl_lightning.automata.pfsa import NORMALIZATION_TOLERANCE, PFSA
+
+__all__ = [
+    "PFSA",
+    "NORMALIZATION_TOLERANCE",
+    "Event",
+    "EVENT_KINDS",
+    "default_alphabet",
+    "parity_starfree_pfsa",
+    "random_pfsa",
+    "random_topology",
+    "random_weights",
+    "resampled_parity_starfree_pfsa",
+]

@@ -1,0 +1,75 @@
+"""``python -m cfl_lightning automaton random|parity ... --output A.json``.
+
+Examples::
+
+    python -m cfl_lightning automaton random --states 50 --symbols 10 \\
+        --topology-seed 0 --weight-seed 0 --output random.json
+    python -m cfl_lightning automaton parity --eta 0.3 --output parity.json
+    python -m cfl_lightning automaton parity --weight-seed 7 --output parity7.json
+"""
+
+from __future__ import annotations
+
+import sys
+
+from cfl_lightning.cli.common import ArgumentParser, run_command
+
+__all__ = ["main", "build_parser"]
+
+PROG = "python -m cfl_lightning automaton"
+
+
+def build_parser() -> ArgumentParser:
+    parser = ArgumentParser(prog=PROG, description="Generate an automaton JSON file.")
+    kinds = parser.add_subparsers(dest="kind", required=True, parser_class=ArgumentParser)
+    rnd = kinds.add_parser("random", help="random topology with Dirichlet weights")
+    rnd.add_argument("--states", type=int, default=50)
+    rnd.add_argument("--symbols", type=int, default=10)
+    rnd.add_argument("--topology-seed", type=int, default=0)
+    rnd.add_argument("--weight-seed", type=int, default=0)
+    rnd.add_argument("--final-weight", type=float, default=0.3)
+    rnd.add_argument("--keep-prob", type=float, default=0.5)
+    rnd.add_argument("--accept-prob", type=float, default=0.3)
+    rnd.add_argument("--concentration", type=float, default=1.0)
+    rnd.add_argument("--output", required=True)
+    par = kinds.add_parser("parity", help="the paper's parity + star-free automaton (Figure 1)")
+    par.add_argument("--eta", type=float, default=0.5, help="P(a) at init (fixed weights)")
+    par.add_argument(
+        "--weight-seed", type=int, default=None, help="resample Dirichlet weights with this seed"
+    )
+    par.add_argument("--final-weight", type=float, default=0.1)
+    par.add_argument("--output", required=True)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "automaton":
+        argv = argv[1:]
+    args = build_parser().parse_args(argv)
+
+    def body() -> int:
+        from cfl_lightning.automata import generators
+
+        if args.kind == "random":
+            pfsa = generators.random_pfsa(
+                args.states,
+                args.symbols,
+                args.topology_seed,
+                args.weight_seed,
+                keep_prob=args.keep_prob,
+                accept_prob=args.accept_prob,
+                final_weight=args.final_weight,
+                concentration=args.concentration,
+            )
+        elif args.weight_seed is not None:
+            pfsa = generators.resampled_parity_starfree_pfsa(
+                args.weight_seed, final_weight=args.final_weight
+            )
+        else:
+            pfsa = generators.parity_starfree_pfsa(args.eta)
+        pfsa.to_json(args.output)
+        sys.stderr.write(f"wrote {pfsa!r} to {args.output}\n")
+        return 0
+
+    return run_command(body, PROG)

@@ -1,0 +1,74 @@
+"""``python -m cfl_lightning sample``: write a corpus as JSON Lines.
+
+Example::
+
+    python -m cfl_lightning sample --automaton A.json --num-strings 500 --seed 0 \\
+        --intervention exact --event state:odd --count 1200 --output corpus.jsonl
+
+Each output line is ``{"symbols": [...], "count": n}`` (``count`` only when ``--event`` is given).
+Imports only the pure core: no Lightning, no wandb.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from cfl_lightning.cli.common import ArgumentParser, run_command
+
+__all__ = ["main", "build_parser"]
+
+PROG = "python -m cfl_lightning sample"
+
+
+def build_parser() -> ArgumentParser:
+    from cfl_lightning.sampling.sampler import INTERVENTIONS, METHODS
+
+    parser = ArgumentParser(prog=PROG, description="Sample a corpus from a PFSA (JSON Lines).")
+    parser.add_argument("--automaton", required=True, help="automaton JSON file")
+    parser.add_argument("--num-strings", type=int, required=True, help="number of strings K")
+    parser.add_argument("--seed", type=int, required=True, help="random seed")
+    parser.add_argument("--output", required=True, help="output .jsonl path (written atomically)")
+    parser.add_argument("--intervention", choices=INTERVENTIONS, default="none")
+    parser.add_argument(
+        "--event", help="state:NAME, symbol:SYM or transition:SOURCE:SYM (counts are recorded)"
+    )
+    parser.add_argument(
+        "--count", type=int, help="N (exact, at_least) or M strings (at_least_once)"
+    )
+    parser.add_argument("--method", choices=METHODS, default="binning")
+    parser.add_argument("--device", default="auto", help="auto (CUDA if available), cpu or cuda")
+    parser.add_argument(
+        "--max-tries", type=int, default=None, help="rejection: corpora to try (default 10000)"
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "sample":
+        argv = argv[1:]
+    args = build_parser().parse_args(argv)
+
+    def body() -> int:
+        from cfl_lightning.automata.pfsa import PFSA
+        from cfl_lightning.sampling.sampler import sample_corpus
+
+        pfsa = PFSA.from_json(args.automaton)
+        corpus = sample_corpus(
+            pfsa,
+            args.num_strings,
+            seed=args.seed,
+            intervention=args.intervention,
+            event=args.event,
+            count=args.count,
+            method=args.method,
+            device=args.device,
+            max_tries=args.max_tries,
+            progress=True,
+        )
+        corpus.write_jsonl(args.output, pfsa.alphabet)
+        extra = f", {corpus.total_count} occurrences of {args.event}" if args.event else ""
+        sys.stderr.write(f"wrote {len(corpus)} strings{extra} to {args.output}\n")
+        return 0
+
+    return run_command(body, PROG)

@@ -1,0 +1,28 @@
+"""User-facing error types.
+
+Every problem caused by bad input (an invalid automaton, a missing file, an impossible
+intervention target) raises a subclass of :class:`CflError`. The command-line interface turns
+these into a single line on stderr and a non-zero exit, without a traceback.
+"""
+
+__all__ = ["CflError", "PFSAError", "EventError", "InterventionError", "RejectionExhaustedError"]
+
+
+class CflError(ValueError):
+    """Base class of all errors caused by user input."""
+
+
+class PFSAError(CflError):
+    """An automaton is malformed or invalid (names the state, symbol or file)."""
+
+
+class EventError(CflError):
+    """An event specification is malformed or names an unknown state or symbol."""
+
+
+class InterventionError(CflError):
+    """An intervention target is impossible or ill-formed."""
+
+
+class RejectionExhaustedError(CflError):
+    """Rejection sampling did not find a corpus meeting the constraint within its budget."""

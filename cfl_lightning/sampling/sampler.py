@@ -1,0 +1,263 @@
+"""``sample_corpus``: one entry point for every sampler.
+
+Interventions on an event (a set of transitions, :class:`~cfl_lightning.automata.Event`):
+
+* ``none`` -- i.i.d. strings (ancestral sampling); with an event, its realized counts recorded;
+* ``exact`` -- the corpus total of occurrences is exactly ``count``;
+* ``at_least`` -- the corpus total is at least ``count``;
+* ``at_least_once`` -- exactly ``count`` of the ``K`` strings contain an occurrence.
+
+Each draws from the exact conditional law of ``K`` i.i.d. strings given the constraint. With
+``method="binning"`` (default): backward weights of the binning-lifted automaton
+(:func:`~cfl_lightning.semiring.backward_fast`), per-string counts by recursive halving
+(:mod:`~cfl_lightning.sampling.counts`), then each string by the conditioned walk
+(:mod:`~cfl_lightning.sampling.paths`). ``method="rejection"`` draws whole corpora until one
+satisfies the constraint (a baseline; bounded tries).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from cfl_lightning.automata.events import Event
+from cfl_lightning.automata.pfsa import PFSA
+from cfl_lightning.errors import InterventionError, RejectionExhaustedError
+from cfl_lightning.progress import Progress
+from cfl_lightning.sampling.corpus import Corpus
+from cfl_lightning.sampling.counts import CountLaw, split_at_least, split_exact
+from cfl_lightning.sampling.feasibility import max_occurrences
+from cfl_lightning.sampling.paths import sample_paths
+from cfl_lightning.semiring.backward import ScaledBins, backward_fast
+
+__all__ = ["sample_corpus", "resolve_device", "INTERVENTIONS", "METHODS"]
+
+INTERVENTIONS = ("none", "exact", "at_least", "at_least_once")
+METHODS = ("binning", "rejection")
+_REJECTION_TOKENS = 2_000_000  # strings drawn per rejection batch ~ this many tokens
+
+
+def resolve_device(device: str | torch.device) -> torch.device:
+    """``"auto"`` -> CUDA when available, else CPU; anything else as given."""
+    if str(device) == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise InterventionError("device 'cuda' requested but CUDA is not available")
+    return device
+
+
+def _check(
+    pfsa: PFSA, num_strings: int, intervention: str, event: Event | None, count: int | None
+) -> None:
+    if isinstance(num_strings, bool) or not isinstance(num_strings, int) or num_strings < 1:
+        raise InterventionError(f"num_strings must be a positive integer, got {num_strings!r}")
+    if intervention not in INTERVENTIONS:
+        raise InterventionError(
+            f"unknown intervention {intervention!r}; expected one of {', '.join(INTERVENTIONS)}"
+        )
+    if intervention == "none":
+        if count is not None:
+            raise InterventionError("a count was given but intervention is 'none'")
+        return
+    if event is None:
+        raise InterventionError(f"intervention {intervention!r} needs an event")
+    if count is None:
+        raise InterventionError(f"intervention {intervention!r} needs a count")
+    if isinstance(count, bool) or not isinstance(count, int):
+        raise InterventionError(f"count must be an integer, got {count!r}")
+    if count < 0:
+        raise InterventionError(f"count must be non-negative, got {count}")
+    if intervention == "at_least_once" and count > num_strings:
+        raise InterventionError(
+            f"at_least_once count {count} exceeds the number of strings {num_strings}"
+        )
+
+
+def _feasible(pfsa: PFSA, event: Event, event_fn: torch.Tensor, k: int, kind: str, n: int) -> None:
+    """Clear errors for targets no corpus can meet (before any heavy work)."""
+    bound = max_occurrences(pfsa, event_fn)
+    if bound == 0 and n > 0:
+        raise InterventionError(f"event {event} cannot occur in this automaton but count is {n}")
+    if bound is not None and kind in ("exact", "at_least") and n > k * bound:
+        raise InterventionError(
+            f"count {n} is impossible: a string contains {event} at most {bound} times, "
+            f"so {k} strings hold at most {k * bound}"
+        )
+
+
+def sample_corpus(
+    pfsa: PFSA,
+    num_strings: int,
+    *,
+    seed: int,
+    intervention: str = "none",
+    event: str | Event | None = None,
+    count: int | None = None,
+    method: str = "binning",
+    device: str | torch.device = "cpu",
+    max_tries: int | None = None,
+    progress: bool = False,
+) -> Corpus:
+    """Sample ``num_strings`` strings from ``pfsa``, optionally under an intervention.
+
+    Args:
+        pfsa: the automaton.
+        num_strings: ``K``.
+        seed: seed of every random draw (same seed and device, same corpus).
+        intervention: ``none``, ``exact``, ``at_least`` or ``at_least_once``.
+        event: ``state:NAME``, ``symbol:SYM``, ``transition:SOURCE:SYM`` or an :class:`Event`.
+        count: ``N`` (total occurrences) or ``M`` (strings containing one, ``at_least_once``).
+        method: ``binning`` (exact sampler) or ``rejection`` (baseline).
+        device: ``cpu``, ``cuda`` or ``auto``.
+        max_tries: rejection only: corpora to draw before giving up (default 10,000).
+        progress: draw a progress bar on stderr (only when it is a terminal).
+
+    Returns:
+        A :class:`Corpus` on the CPU, with per-string ``counts`` when an event is given.
+
+    Raises:
+        EventError: malformed event or unknown name.
+        InterventionError: bad arguments or an impossible target.
+        RejectionExhaustedError: rejection found no corpus within ``max_tries``.
+    """
+    if isinstance(event, str):
+        event = Event.parse(event)
+    _check(pfsa, num_strings, intervention, event, count)
+    if method not in METHODS:
+        raise InterventionError(f"unknown method {method!r}; expected one of {', '.join(METHODS)}")
+    dev = resolve_device(device)
+    automaton = pfsa.to(dev)
+    event_fn = None if event is None else event.function(automaton)
+    bar = Progress(num_strings, "sampling", enabled=None if progress else False)
+    paths_gen = torch.Generator(device=dev).manual_seed(seed)
+    if intervention == "none":
+        corpus = sample_paths(automaton, num_strings, paths_gen, event_fn=event_fn, progress=bar)
+    else:
+        assert event is not None and event_fn is not None and count is not None
+        _feasible(automaton, event, event_fn, num_strings, intervention, count)
+        if method == "rejection":
+            corpus = _rejection(
+                automaton, num_strings, intervention, event_fn, count, paths_gen, max_tries
+            )
+        else:
+            counts_gen = torch.Generator().manual_seed(seed + 0x9E3779B9)
+            if intervention == "at_least_once":
+                corpus = _at_least_once(
+                    automaton, event_fn, num_strings, count, counts_gen, paths_gen, bar
+                )
+            else:
+                budgets, bins = _plan(
+                    automaton, event_fn, num_strings, intervention, count, counts_gen
+                )
+                corpus = sample_paths(
+                    automaton, num_strings, paths_gen, event_fn=event_fn, budgets=budgets,
+                    bins=bins, progress=bar,
+                )
+    bar.close()
+    return corpus.to("cpu")
+
+
+def _at_least_once(
+    pfsa: PFSA,
+    event_fn: torch.Tensor,
+    k: int,
+    m: int,
+    counts_gen: torch.Generator,
+    paths_gen: torch.Generator,
+    bar: Progress,
+) -> Corpus:
+    """``m`` uniformly chosen positions get strings with >= 1 occurrence, the rest none.
+
+    By exchangeability, which strings contain the event is a uniform ``m``-subset (the paper's
+    Theorem "Sampling Path Event Counts (3)"); each string is then drawn from the automaton
+    conditioned on its own constraint (exact-zero bins, or tails with the counter clamped).
+    """
+    exact_bins = backward_fast(pfsa, event_fn, 1)
+    tail_bins = backward_fast(pfsa, event_fn, 2, tail=True)
+    if m < k and float(exact_bins.dense()[0, pfsa.initial]) <= 0:
+        raise InterventionError(
+            f"at_least_once count {m} is impossible: every string contains the event"
+        )
+    order = torch.randperm(k, generator=counts_gen).to(pfsa.device)
+    hit, miss = order[:m].sort().values, order[m:].sort().values
+    parts = []
+    for positions, bins, budget, at_least in ((hit, tail_bins, 1, True), (miss, exact_bins, 0, False)):
+        if positions.numel():
+            budgets = torch.full((positions.numel(),), budget, dtype=torch.long, device=pfsa.device)
+            part = sample_paths(
+                pfsa, positions.numel(), paths_gen, event_fn=event_fn, budgets=budgets,
+                bins=bins, at_least=at_least, progress=bar,
+            )
+            parts.append((positions, part))
+    return Corpus.interleave(parts, k)
+
+
+def _plan(
+    pfsa: PFSA,
+    event_fn: torch.Tensor,
+    k: int,
+    intervention: str,
+    n: int,
+    gen: torch.Generator,
+) -> tuple[torch.Tensor, ScaledBins]:
+    """Per-string exact budgets (``exact`` or ``at_least``) and the backward bins they index."""
+    cache: dict[int, ScaledBins] = {}
+
+    def law_upto(upto: int) -> CountLaw:
+        if upto not in cache:
+            cache.clear()
+            cache[upto] = backward_fast(pfsa, event_fn, upto + 1)
+        return CountLaw(cache[upto].log_column(pfsa.initial))
+
+    if intervention == "exact":
+        budgets = split_exact(law_upto(n), k, n, gen)
+    else:
+        budgets = split_at_least(law_upto, k, n, gen)
+    needed = int(budgets.max()) + 1
+    bins = next(iter(cache.values()))
+    if bins.num_bins < needed:  # pragma: no cover - law_upto always covers the draws
+        bins = backward_fast(pfsa, event_fn, needed)
+    return budgets.to(pfsa.device), bins
+
+
+def _rejection(
+    pfsa: PFSA,
+    k: int,
+    intervention: str,
+    event_fn: torch.Tensor,
+    n: int,
+    gen: torch.Generator,
+    max_tries: int | None,
+) -> Corpus:
+    """Draw whole corpora until one meets the constraint (several corpora per batch)."""
+    tries = 10_000 if max_tries is None else int(max_tries)
+    if tries < 1:
+        raise InterventionError("max_tries must be positive")
+    per_string = max(pfsa.expected_length(), 1.0)
+    batch = max(1, min(tries, int(_REJECTION_TOKENS / (k * per_string))))
+    drawn = 0
+    while drawn < tries:
+        b = min(batch, tries - drawn)
+        corpus = sample_paths(pfsa, b * k, gen, event_fn=event_fn)
+        assert corpus.counts is not None
+        per_corpus = corpus.counts.view(b, k)
+        if intervention == "exact":
+            ok = per_corpus.sum(1) == n
+        elif intervention == "at_least":
+            ok = per_corpus.sum(1) >= n
+        else:
+            ok = (per_corpus > 0).sum(1) == n
+        hits = torch.nonzero(ok).flatten()
+        if hits.numel():
+            i = int(hits[0])
+            lo, hi = int(corpus.offsets[i * k]), int(corpus.offsets[(i + 1) * k])
+            return Corpus(
+                corpus.tokens[lo:hi].clone(),
+                corpus.offsets[i * k : (i + 1) * k + 1] - lo,
+                per_corpus[i].clone(),
+            )
+        drawn += b
+    raise RejectionExhaustedError(
+        f"rejection sampling found no corpus meeting the {intervention} target {n} "
+        f"in {tries} tries; use --method binning"
+    )

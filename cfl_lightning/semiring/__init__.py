@@ -1,0 +1,17 @@
+"""The binning semiring and backward weights of binning-lifted automata (pure core)."""
+
+from cfl_lightning.semiring.backward import (
+    ScaledBins,
+    backward_fast,
+    backward_lehmann,
+    lifted_transition_matrix,
+)
+from cfl_lightning.semiring.binning import BinningSemiring
+
+__all__ = [
+    "BinningSemiring",
+    "ScaledBins",
+    "backward_fast",
+    "backward_lehmann",
+    "lifted_transition_matrix",
+]

@@ -1,0 +1,291 @@
+"""Sampler laws against brute-force enumeration (chi-square, fixed seeds) and hard constraints.
+
+References come from tests/reference.py (string enumeration and a forward DP over
+(state, count)), never from the binning machinery under test. Each law test has a negative
+control showing the same test rejects a wrong law, so none of them can pass vacuously.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import Counter
+
+import numpy as np
+import pytest
+import torch
+
+from cfl_lightning.automata import Event, parity_starfree_pfsa, random_pfsa
+from cfl_lightning.errors import InterventionError, RejectionExhaustedError
+from cfl_lightning.sampling import sample_corpus
+from cfl_lightning.sampling.counts import CountLaw, split_at_least, split_exact
+from cfl_lightning.sampling.paths import sample_paths
+from cfl_lightning.semiring import backward_fast
+from tests.conftest import short_pfsa
+from tests.reference import chi_square_pvalue, convolution_power, count_pmf, enumerate_strings
+
+ALPHA = 1e-3  # fixed seeds: deterministic outcomes; rejects only at p < 0.001
+
+
+def law_of(pfsa, spec, max_count=60):
+    fn = Event.parse(spec).function(pfsa)
+    return fn, count_pmf(pfsa, fn, max_count)
+
+
+def test_unconstrained_string_law(small, device):
+    fn, _ = law_of(small, "state:t")
+    strings = enumerate_strings(small, fn, 8)
+    corpus = sample_corpus(small, 20_000, seed=0, event="state:t", device=device)
+    observed = Counter(map(tuple, corpus.to_lists()))
+    expected = {s: p for s, (p, _) in strings.items()}
+    assert chi_square_pvalue(observed, expected, len(corpus)) > ALPHA
+    # Counts are recorded exactly.
+    for k in range(50):
+        s = tuple(corpus.string(k))
+        assert int(corpus.counts[k]) == strings[s][1] if s in strings else True
+
+
+@pytest.mark.parametrize("spec,n", [("state:t", 0), ("state:t", 2), ("symbol:a", 5), ("transition:s:b", 1)])
+def test_conditioned_path_law(small, spec, n, device):
+    """Theorem 'Constrained Sampling': strings with budget n follow p(x | count = n)."""
+    fn, pmf = law_of(small, spec)
+    strings = enumerate_strings(small, fn, 12)
+    pfsa = small.to(device)
+    bins = backward_fast(pfsa, fn.to(device), n + 1)
+    gen = torch.Generator(device=device).manual_seed(1)
+    budgets = torch.full((20_000,), n, dtype=torch.long, device=device)
+    corpus = sample_paths(pfsa, 20_000, gen, event_fn=fn.to(device), budgets=budgets, bins=bins)
+    assert torch.all(corpus.counts == n)
+    observed = Counter(map(tuple, corpus.to("cpu").to_lists()))
+    expected = {s: p / pmf[n] for s, (p, c) in strings.items() if c == n}
+    assert chi_square_pvalue(observed, expected, len(corpus)) > ALPHA
+    # Negative control: the unconditioned law is rejected.
+    wrong = {s: p for s, (p, _) in strings.items()}
+    assert chi_square_pvalue(observed, wrong, len(corpus)) < ALPHA
+
+
+def test_at_least_path_law(small):
+    """Theorem 'Constrained String Sampling (2)': budgets are lower bounds (tails, clamped)."""
+    fn, pmf = law_of(small, "symbol:a")
+    strings = enumerate_strings(small, fn, 14)
+    n = 2
+    bins = backward_fast(small, fn, n + 1, tail=True)
+    budgets = torch.full((20_000,), n, dtype=torch.long)
+    corpus = sample_paths(
+        small, 20_000, torch.Generator().manual_seed(2), event_fn=fn, budgets=budgets, bins=bins,
+        at_least=True,
+    )
+    assert torch.all(corpus.counts >= n)
+    tail = 1.0 - pmf[:n].sum()
+    expected = {s: p / tail for s, (p, c) in strings.items() if c >= n}
+    observed = Counter(map(tuple, corpus.to_lists()))
+    assert chi_square_pvalue(observed, expected, len(corpus)) > ALPHA
+
+
+def compositions(total, k):
+    for cut in itertools.combinations(range(total + k - 1), k - 1):
+        bounds = (-1,) + cut + (total + k - 1,)
+        yield tuple(bounds[i + 1] - bounds[i] - 1 for i in range(k))
+
+
+def test_split_exact_joint_law_and_exchangeability(small):
+    """Phase 1: (n_1..n_K) ~ prod p(n_i) / p^{*K}(N), over all compositions of N."""
+    fn, pmf = law_of(small, "symbol:a")  # far from geometric: not uniform given the sum
+    law = CountLaw(backward_fast(small, fn, 8).log_column(small.initial))
+    k, n, runs = 3, 5, 3000
+    gen = torch.Generator().manual_seed(3)
+    draws = Counter(map(tuple, split_exact(law, k, n, gen, draws=runs).tolist()))
+    single = split_exact(law, k, n, gen)
+    assert single.shape == (k,) and int(single.sum()) == n
+    weights = {c: math.prod(pmf[i] for i in c) for c in compositions(n, k)}
+    z = sum(weights.values())
+    expected = {c: w / z for c, w in weights.items()}
+    assert chi_square_pvalue(draws, expected, runs) > ALPHA
+    assert all(sum(c) == n for c in draws)
+    # Negative control: uniform over compositions is rejected.
+    uniform = {c: 1 / len(weights) for c in weights}
+    assert chi_square_pvalue(draws, uniform, runs) < ALPHA
+
+
+def test_split_uniform_compositions_far_tail():
+    """Geometric counts given their sum are uniform over compositions, at N = 100,000.
+
+    All K = 3 counts come from p(n) = 0.1 * 0.9^n, so P(n_1 = j | N) ∝ N - j + 1: probabilities
+    of order 0.9^100000 underflow in plain float64 yet the split must stay exact.
+    """
+    pfsa = parity_starfree_pfsa(1.0)
+    fn = Event.parse("state:rep").function(pfsa)
+    n, k = 100_000, 3
+    law = CountLaw(backward_fast(pfsa, fn, n + 1).log_column(pfsa.initial))
+    gen = torch.Generator().manual_seed(4)
+    first = split_exact(law, k, n, gen, draws=600)[:, 0].tolist()
+    bins = np.linspace(0, n + 1, 11)
+    observed = np.histogram(first, bins=bins)[0]
+    j = np.arange(n + 1)
+    prob = (n - j + 1) / ((n + 1) * (n + 2) / 2)
+    expected = np.histogram(j, bins=bins, weights=prob)[0]
+    obs = Counter({i: int(v) for i, v in enumerate(observed)})
+    assert chi_square_pvalue(obs, dict(enumerate(expected)), 600) > ALPHA
+
+
+def test_split_at_least_joint_law(small):
+    fn, pmf = law_of(small, "symbol:a")
+    cache = {}
+
+    def law_upto(m):
+        cache[m] = CountLaw(backward_fast(small, fn, m + 1).log_column(small.initial))
+        return cache[m]
+
+    k, n = 2, 6
+    gen = torch.Generator().manual_seed(5)
+    draws = Counter(map(tuple, split_at_least(law_upto, k, n, gen, draws=6000).tolist()))
+    expected = {}
+    for a, b in itertools.product(range(40), repeat=2):
+        if a + b >= n:
+            expected[(a, b)] = pmf[a] * pmf[b]
+    z = sum(expected.values())
+    expected = {c: w / z for c, w in expected.items()}
+    assert all(sum(c) >= n for c in draws)
+    assert chi_square_pvalue(draws, expected, 6000) > ALPHA
+
+
+def corpus_marginal_exact(strings, pmf, k, n):
+    """P(string at a fixed position | corpus total = n) = p(x) p^{*(K-1)}(n - c(x)) / p^{*K}(n)."""
+    rest = convolution_power(pmf, k - 1)
+    whole = convolution_power(pmf, k)[n]
+    return {s: p * rest[n - c] / whole for s, (p, c) in strings.items() if c <= n}
+
+
+@pytest.mark.parametrize("method,runs", [("binning", 1000), ("rejection", 400)])
+def test_exact_corpus_law_by_position(small, method, runs):
+    """End to end: hard constraint, string law at the first and the last position."""
+    spec, k, n = "symbol:a", 4, 7
+    fn, pmf = law_of(small, spec)
+    strings = enumerate_strings(small, fn, 12)
+    expected = corpus_marginal_exact(strings, pmf, k, n)
+    first, last, per_string = Counter(), Counter(), Counter()
+    for seed in range(runs):
+        c = sample_corpus(small, k, seed=seed, intervention="exact", event=spec, count=n, method=method)
+        assert c.total_count == n and len(c) == k
+        first[tuple(c.string(0))] += 1
+        last[tuple(c.string(k - 1))] += 1
+        per_string.update(c.counts.tolist())
+    assert chi_square_pvalue(first, expected, runs) > ALPHA
+    assert chi_square_pvalue(last, expected, runs) > ALPHA
+    rest = convolution_power(pmf, k - 1)
+    count_law = {j: pmf[j] * rest[n - j] / convolution_power(pmf, k)[n] for j in range(n + 1)}
+    assert chi_square_pvalue(per_string, count_law, runs * k) > ALPHA
+    # Negative control: the unconditioned string law is rejected at this sample size.
+    assert chi_square_pvalue(first, {s: p for s, (p, _) in strings.items()}, runs) < ALPHA
+
+
+def test_at_least_once_corpus_law(small):
+    spec, k, m = "state:t", 5, 2
+    fn, pmf = law_of(small, spec)
+    strings = enumerate_strings(small, fn, 12)
+    p0 = pmf[0]
+    expected = {
+        s: (m / k) * (p / (1 - p0) if c > 0 else 0.0) + (1 - m / k) * (p / p0 if c == 0 else 0.0)
+        for s, (p, c) in strings.items()
+    }
+    first, last = Counter(), Counter()
+    runs = 1000
+    for seed in range(runs):
+        c = sample_corpus(small, k, seed=seed, intervention="at_least_once", event=spec, count=m)
+        assert int((c.counts > 0).sum()) == m
+        first[tuple(c.string(0))] += 1
+        last[tuple(c.string(k - 1))] += 1
+    assert chi_square_pvalue(first, expected, runs) > ALPHA
+    assert chi_square_pvalue(last, expected, runs) > ALPHA
+
+
+def test_at_least_total_law(small):
+    spec, k, n = "symbol:a", 3, 6
+    fn, pmf = law_of(small, spec)
+    power = convolution_power(pmf, k)
+    expected = {s: power[s] / power[n:].sum() for s in range(n, len(power))}
+    totals = Counter()
+    for seed in range(400):
+        c = sample_corpus(small, k, seed=seed, intervention="at_least", event=spec, count=n)
+        assert c.total_count >= n
+        totals[c.total_count] += 1
+    assert chi_square_pvalue(totals, expected, 400) > ALPHA
+
+
+@pytest.mark.parametrize("factor", [0, 20])
+def test_extreme_interventions_stay_exact(random50, factor):
+    event = Event.parse("state:q9")
+    k = 2000
+    n = int(factor * event.expected_count(random50) * k)
+    c = sample_corpus(random50, k, seed=0, intervention="exact", event=event, count=n)
+    assert c.total_count == n and len(c) == k
+    assert int(c.counts.sum()) == int(c.counts.clamp(min=0).sum())
+    fn = event.function(random50)
+    # Recount occurrences by walking the automaton over the emitted symbols.
+    table = random50.next_state
+    recount = 0
+    for string in c.to_lists()[:300]:
+        q = random50.initial
+        for s in string:
+            recount += int(fn[q, s])
+            q = int(table[q, s])
+        assert float(random50.final[q]) > 0
+    assert recount == int(c.counts[:300].sum())
+
+
+def test_determinism_and_seed_sensitivity(random50):
+    kw = dict(intervention="exact", event="state:q9", count=1500)
+    a = sample_corpus(random50, 1000, seed=7, **kw)
+    b = sample_corpus(random50, 1000, seed=7, **kw)
+    c = sample_corpus(random50, 1000, seed=8, **kw)
+    assert torch.equal(a.tokens, b.tokens) and torch.equal(a.offsets, b.offsets)
+    assert not torch.equal(a.offsets, c.offsets)
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(intervention="exact", event="state:init", count=5), "at most 1"),
+        (dict(intervention="exact", event="state:rep", count=1), "cannot occur"),
+        (dict(intervention="at_least_once", event="state:odd", count=4), "exceeds"),
+        (dict(intervention="exact", event="state:odd", count=-1), "non-negative"),
+        (dict(intervention="exact", event="state:nope", count=1), "unknown state"),
+        (dict(intervention="exact", count=1), "needs an event"),
+        (dict(intervention="none", count=1), "intervention is 'none'"),
+        (dict(intervention="bogus", event="state:odd", count=1), "unknown intervention"),
+    ],
+)
+def test_impossible_targets(kwargs, match):
+    pfsa = parity_starfree_pfsa(0.0)  # 'rep' unreachable
+    with pytest.raises((InterventionError, ValueError), match=match):
+        sample_corpus(pfsa, 3, seed=0, **kwargs)
+
+
+def test_rejection_exhausts_with_clear_error(parity):
+    with pytest.raises(RejectionExhaustedError, match="no corpus"):
+        sample_corpus(
+            parity, 50, seed=0, intervention="exact", event="state:odd", count=2000,
+            method="rejection", max_tries=20,
+        )
+
+
+def test_at_least_once_all_and_none(parity):
+    for m in (0, 30):
+        c = sample_corpus(parity, 30, seed=1, intervention="at_least_once", event="state:odd", count=m)
+        assert int((c.counts > 0).sum()) == m
+
+
+def test_large_corpus_hits_total(random50):
+    event = Event.parse("state:q9")
+    k = 20_000
+    n = int(3 * event.expected_count(random50) * k)
+    c = sample_corpus(random50, k, seed=0, intervention="exact", event=event, count=n)
+    assert c.total_count == n
+    assert int(c.lengths.sum()) == c.tokens.numel()
+
+
+def test_random_generator_is_valid_for_many_seeds():
+    for seed in range(30):
+        pfsa = random_pfsa(12, 4, seed, seed)
+        assert all(pfsa.coaccessible())
+        assert float(pfsa.allsum()) == pytest.approx(1.0, abs=1e-9)
