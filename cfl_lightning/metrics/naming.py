@@ -1,0 +1,145 @@
+"""Readable names for decomposed-KL results: flat logger dicts and the intervened event's value.
+
+Names use the automaton's state and symbol names, ``EOS`` for the end-of-string column:
+``kl/total``, ``kl/state/<state>``, ``kl/symbol/<sym|EOS>``, ``kl/transition/<source>:<sym|EOS>``
+(weighted) and ``kl_unweighted/...`` for the unweighted parts (no ``total``). Transitions are
+listed only where they exist in the automaton: symbol transitions with a target (including
+zero-weight ones) and EOS at states with a positive final weight.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from torch import Tensor
+
+from cfl_lightning.automata import PFSA, Event
+
+__all__ = ["EOS_NAME", "kl_log_dict", "kl_nested_dict", "kl_target_names", "target_values"]
+
+EOS_NAME = "EOS"
+
+
+def _symbol_name(pfsa: PFSA, s: int) -> str:
+    return EOS_NAME if s == pfsa.eos else pfsa.alphabet[s]
+
+
+def _transitions(pfsa: PFSA) -> list[tuple[int, int, str]]:
+    """``(q, s, "SOURCE:SYM")`` for every transition of the automaton, EOS included."""
+    table, final = pfsa.next_state.cpu().tolist(), pfsa.final.cpu().tolist()
+    out = []
+    for q, name in enumerate(pfsa.states):
+        for s in range(pfsa.num_symbols + 1):
+            exists = table[q][s] >= 0 if s < pfsa.num_symbols else final[q] > 0
+            if exists:
+                out.append((q, s, f"{name}:{_symbol_name(pfsa, s)}"))
+    return out
+
+
+def kl_nested_dict(
+    result: Mapping[str, Tensor], pfsa: PFSA, *, unweighted: bool = False
+) -> dict[str, dict[str, float | None]]:
+    """``{"state": {name: v}, "symbol": {name|EOS: v}, "transition": {"SRC:SYM": v}}``.
+
+    Args:
+        result: the dict of :meth:`DecomposedKL.compute` / :func:`decomposed_kl`.
+        pfsa: the automaton the result refers to (for names).
+        unweighted: take the ``*_unweighted`` parts.
+
+    Returns:
+        nested dict of Python floats, NaN replaced by ``None`` (JSON ``null``), as in
+        ``results.json``.
+    """
+    suffix = "_unweighted" if unweighted else ""
+    state = result["state" + suffix].tolist()
+    symbol = result["symbol" + suffix].tolist()
+    trans = result["transition" + suffix].tolist()
+
+    def clean(v: float) -> float | None:
+        return None if math.isnan(v) else float(v)
+
+    return {
+        "state": {name: clean(state[q]) for q, name in enumerate(pfsa.states)},
+        "symbol": {_symbol_name(pfsa, s): clean(v) for s, v in enumerate(symbol)},
+        "transition": {key: clean(trans[q][s]) for q, s, key in _transitions(pfsa)},
+    }
+
+
+def kl_log_dict(
+    result: Mapping[str, Tensor], pfsa: PFSA, prefix: str = "kl", *, skip_nan: bool = True
+) -> dict[str, float]:
+    """Flat ``{name: float}`` dict for ``LightningModule.log_dict`` / W&B.
+
+    Args:
+        result: the dict of :meth:`DecomposedKL.compute` / :func:`decomposed_kl`.
+        pfsa: the automaton the result refers to (for names).
+        prefix: weighted entries go under ``<prefix>/``, unweighted under ``<prefix>_unweighted/``.
+        skip_nan: leave out NaN entries (undefined unweighted parts: unvisited states,
+            zero-probability transitions); with False they are kept as ``nan``.
+
+    Returns:
+        e.g. ``{"kl/total": 0.12, "kl/state/odd": 0.03, "kl_unweighted/transition/odd:a": ...}``.
+    """
+    out = {f"{prefix}/total": float(result["total"])}
+    for unweighted, head in ((False, prefix), (True, f"{prefix}_unweighted")):
+        nested = kl_nested_dict(result, pfsa, unweighted=unweighted)
+        for part, values in nested.items():
+            for name, value in values.items():
+                if value is None and skip_nan:
+                    continue
+                out[f"{head}/{part}/{name}"] = math.nan if value is None else value
+    return out
+
+
+def kl_target_names(event: str | Event, pfsa: PFSA, prefix: str = "kl") -> tuple[str, str]:
+    """The :func:`kl_log_dict` keys of an event's weighted and unweighted contributions.
+
+    Example:
+        >>> from cfl_lightning import parity_starfree_pfsa
+        >>> kl_target_names("transition:odd:a", parity_starfree_pfsa())
+        ('kl/transition/odd:a', 'kl_unweighted/transition/odd:a')
+    """
+    kind, (q, s) = _locate(event, pfsa)
+    name = {
+        "state": lambda: pfsa.states[q],
+        "symbol": lambda: _symbol_name(pfsa, s),
+        "transition": lambda: f"{pfsa.states[q]}:{_symbol_name(pfsa, s)}",
+    }[kind]()
+    return f"{prefix}/{kind}/{name}", f"{prefix}_unweighted/{kind}/{name}"
+
+
+def _locate(event: str | Event, pfsa: PFSA) -> tuple[str, tuple[int, int]]:
+    event = Event.parse(event) if isinstance(event, str) else event
+    kind, index = event.transition_index(pfsa)  # raises EventError on unknown names
+    if kind == "state":
+        return kind, (index, -1)
+    if kind == "symbol":
+        return kind, (-1, index)
+    q, s = divmod(index, pfsa.num_symbols + 1)
+    return kind, (q, s)
+
+
+def target_values(
+    result: Mapping[str, Tensor], event_spec: str | Event, pfsa: PFSA
+) -> tuple[float, float]:
+    """The intervened event's contribution: ``(weighted, unweighted)``.
+
+    A state event reads ``state[q]``, a symbol event ``symbol[s]``, a transition event
+    ``transition[q, s]``.
+
+    Args:
+        result: the dict of :meth:`DecomposedKL.compute` / :func:`decomposed_kl`.
+        event_spec: ``"state:NAME"``, ``"symbol:SYM"``, ``"transition:SOURCE:SYM"`` or an
+            :class:`~cfl_lightning.automata.Event`.
+        pfsa: the automaton the result refers to.
+
+    Returns:
+        two Python floats; the unweighted one may be NaN (undefined, see :class:`DecomposedKL`).
+
+    Raises:
+        EventError: the event is malformed or names an unknown state or symbol.
+    """
+    kind, (q, s) = _locate(event_spec, pfsa)
+    index = {"state": (q,), "symbol": (s,), "transition": (q, s)}[kind]
+    return float(result[kind][index]), float(result[f"{kind}_unweighted"][index])
