@@ -1,0 +1,278 @@
+"""Turning sampled strings into language-model batches.
+
+A string of ``n`` symbols ``s_1 ... s_n`` becomes ``n + 1`` *positions*: position ``j`` reads
+``input_ids[j]`` (``BOS`` for ``j = 0``, else ``s_j``), predicts ``target_ids[j]`` (``s_{j+1}``, or
+``EOS`` for ``j = n``), and records ``states[j]``, the automaton state after the prefix
+``s_1 ... s_j`` (the initial state for ``j = 0``). ``target_probs[j]`` is the automaton's
+next-symbol distribution at that state, ``[p(s | q) for s in alphabet] + [p(EOS | q)]``.
+
+Token ids: symbols ``0 .. S-1`` in alphabet order, ``EOS = S``, ``BOS = S + 1``, ``PAD = S + 2``.
+Padding positions hold ``PAD`` in ``input_ids``/``target_ids``, state ``0``, all-zero
+``target_probs`` and ``mask = False``.
+
+Everything per position is computed once per corpus in a flat (CSR) layout by
+:func:`tensorize`; the state walk advances all strings one position at a time (a loop over the
+longest length, vectorized across strings), never a Python loop per token.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+from torch.utils.data import Dataset, DistributedSampler
+
+from cfl_lightning.automata import PFSA
+from cfl_lightning.errors import CflError
+from cfl_lightning.sampling import Corpus
+
+__all__ = [
+    "BATCH_KEYS",
+    "derive_seed",
+    "TokenizedCorpus",
+    "state_walk",
+    "tensorize",
+    "length_batches",
+    "collate",
+    "BatchDataset",
+    "BatchOrderSampler",
+]
+
+BATCH_KEYS = ("input_ids", "target_ids", "target_probs", "states", "mask")
+
+
+def derive_seed(seed: int, *tags: object) -> int:
+    """A 32-bit seed derived from ``seed`` and ``tags`` (a separate stream per tag tuple).
+
+    Uses sha256, so it is stable across processes and platforms (unlike ``hash``).
+    """
+    text = ":".join(str(x) for x in (seed, *tags))
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "big")
+
+
+@dataclass
+class TokenizedCorpus:
+    """Per-position arrays of a corpus, flat: string ``k`` owns ``offsets[k]:offsets[k+1]``.
+
+    Attributes:
+        inputs: ``[N]`` int64 input ids (``BOS`` then the symbols), ``N = sum(n_k + 1)``.
+        targets: ``[N]`` int64 target ids (the symbols then ``EOS``).
+        states: ``[N]`` int64 automaton state after each prefix.
+        offsets: ``[K + 1]`` int64 position offsets.
+        counts: ``[K]`` int64 event occurrences per string, or ``None`` without an event.
+    """
+
+    inputs: Tensor
+    targets: Tensor
+    states: Tensor
+    offsets: Tensor
+    counts: Tensor | None = None
+
+    def __len__(self) -> int:
+        return int(self.offsets.numel()) - 1
+
+    @property
+    def positions(self) -> Tensor:
+        """``[K]`` number of positions per string (``n_k + 1``)."""
+        return self.offsets[1:] - self.offsets[:-1]
+
+
+def state_walk(pfsa: PFSA, tokens: Tensor, offsets: Tensor) -> Tensor:
+    """States visited by every string of a flat corpus.
+
+    Args:
+        pfsa: the automaton.
+        tokens: ``[L]`` int64 symbol ids, string after string.
+        offsets: ``[K + 1]`` int64; string ``k`` is ``tokens[offsets[k]:offsets[k+1]]``.
+
+    Returns:
+        ``[L + K]`` int64 on the CPU: for string ``k`` (length ``n``) the ``n + 1`` states after
+        its prefixes, at ``offsets[k] + k ... offsets[k] + k + n``.
+
+    Raises:
+        CflError: a symbol id is out of range or a string leaves the automaton's support.
+    """
+    tokens, offsets = tokens.cpu().long(), offsets.cpu().long()
+    num_q, num_s = pfsa.num_states, pfsa.num_symbols
+    if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= num_s):
+        raise CflError(f"corpus has a symbol id outside [0, {num_s})")
+    # Missing transitions go to an absorbing sink row Q, detected once at the end.
+    table = pfsa.next_state.cpu().clone()
+    table[table < 0] = num_q
+    table = torch.cat([table, torch.full((1, num_s), num_q, dtype=torch.long)])
+    num = offsets.numel() - 1
+    lengths = offsets[1:] - offsets[:-1]
+    starts = offsets[:-1] + torch.arange(num)  # position of each string's initial state
+    states = torch.empty(tokens.numel() + num, dtype=torch.long)
+    states[starts] = pfsa.initial
+    if tokens.numel() == 0:
+        return states
+    order = torch.sort(lengths, descending=True, stable=True).indices
+    tok_start, pos_start = offsets[:-1][order], starts[order]
+    # active[t] = number of strings longer than t; they are a prefix of ``order``.
+    active = torch.bincount(lengths, minlength=int(lengths.max()) + 1).flip(0).cumsum(0).flip(0)
+    for t in range(int(lengths.max())):
+        n_t = int(active[t + 1])
+        here = pos_start[:n_t] + t
+        states[here + 1] = table[states[here], tokens[tok_start[:n_t] + t]]
+    bad = torch.nonzero(states == num_q)
+    if bad.numel():
+        pos = int(bad[0])
+        k = int(torch.searchsorted(starts, torch.tensor([pos]), right=True)[0]) - 1
+        raise CflError(
+            f"string {k} leaves the automaton's support at symbol #{pos - int(starts[k]) - 1} "
+            "(no transition); the corpus does not belong to this automaton"
+        )
+    return states
+
+
+def tensorize(corpus: Corpus, pfsa: PFSA, event_function: Tensor | None = None) -> TokenizedCorpus:
+    """Frame every string with BOS/EOS, walk the automaton, and count event occurrences.
+
+    Args:
+        corpus: the sampled strings.
+        pfsa: the automaton they were sampled from.
+        event_function: optional ``[Q, S]`` 0/1 event table; per-string counts are recomputed
+            from the state walk (independently of the sampler's own bookkeeping).
+    """
+    tokens, offsets = corpus.tokens.cpu().long(), corpus.offsets.cpu().long()
+    num, total = len(corpus), tokens.numel()
+    starts = offsets[:-1] + torch.arange(num)
+    ends = offsets[1:] + torch.arange(num)  # position of each string's EOS target
+    first = torch.zeros(total + num, dtype=torch.bool)
+    first[starts] = True
+    last = torch.zeros(total + num, dtype=torch.bool)
+    last[ends] = True
+    inputs = torch.full((total + num,), pfsa.num_symbols + 1, dtype=torch.long)  # BOS
+    inputs[~first] = tokens
+    targets = torch.full((total + num,), pfsa.num_symbols, dtype=torch.long)  # EOS
+    targets[~last] = tokens
+    states = state_walk(pfsa, tokens, offsets)
+    counts = None
+    if event_function is not None:
+        hits = event_function.cpu().long()[states[~last], tokens]
+        owner = torch.repeat_interleave(torch.arange(num), offsets[1:] - offsets[:-1])
+        counts = torch.zeros(num, dtype=torch.long).index_add_(0, owner, hits)
+    return TokenizedCorpus(inputs, targets, states, offsets + torch.arange(num + 1), counts)
+
+
+def length_batches(positions: Tensor, max_tokens: int) -> list[Tensor]:
+    """Group strings of similar length into batches of at most ``max_tokens`` real positions.
+
+    Strings are sorted by their number of positions (``n + 1``; ties by index) and cut greedily:
+    a batch is closed when the next string would push its total above ``max_tokens``. A string
+    with more than ``max_tokens`` positions forms a batch of its own (the bound is then exceeded
+    by that one string only).
+
+    Returns:
+        A list of ``[B]`` int64 index tensors, shortest strings first.
+    """
+    if max_tokens < 1:
+        raise CflError(f"max_tokens must be positive, got {max_tokens}")
+    order = torch.sort(positions, stable=True).indices
+    sizes = positions[order].tolist()
+    batches, start, used = [], 0, 0
+    for i, size in enumerate(sizes):
+        if i > start and used + size > max_tokens:
+            batches.append(order[start:i])
+            start, used = i, 0
+        used += size
+    if sizes:
+        batches.append(order[start:])
+    return batches
+
+
+def collate(
+    corpus: TokenizedCorpus, index: Tensor, probs: Tensor, pad_id: int
+) -> dict[str, Tensor]:
+    """The batch of strings ``index`` (see the module docstring for the layout).
+
+    Args:
+        corpus: the tensorized corpus.
+        index: ``[B]`` string indices.
+        probs: ``[Q, S + 1]`` float32 next-symbol table (``PFSA.next_symbol_probs``).
+        pad_id: the padding id (``S + 2``).
+    """
+    length = corpus.positions[index]
+    steps = torch.arange(int(length.max()))
+    mask = steps[None, :] < length[:, None]
+    flat = torch.where(mask, corpus.offsets[index][:, None] + steps[None, :], 0)
+    states = corpus.states[flat].masked_fill(~mask, 0)
+    return {
+        "input_ids": corpus.inputs[flat].masked_fill(~mask, pad_id),
+        "target_ids": corpus.targets[flat].masked_fill(~mask, pad_id),
+        "target_probs": probs[states] * mask[..., None],
+        "states": states,
+        "mask": mask,
+    }
+
+
+class BatchDataset(Dataset):
+    """A map-style dataset whose item ``i`` is the whole (collated) batch ``i``.
+
+    Use with ``DataLoader(dataset, batch_size=None, sampler=BatchOrderSampler(...))``.
+    """
+
+    def __init__(
+        self, corpus: TokenizedCorpus, batches: list[Tensor], probs: Tensor, pad_id: int
+    ) -> None:
+        self.corpus, self.batches, self.pad_id = corpus, batches, pad_id
+        self.probs = probs.detach().cpu().to(torch.float32)
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def __getitem__(self, i: int) -> dict[str, Tensor]:
+        return collate(self.corpus, self.batches[i], self.probs, self.pad_id)
+
+
+class BatchOrderSampler(DistributedSampler):
+    """Order of the batches in an epoch, optionally shuffled, and this rank's share of them.
+
+    With ``shuffle`` the order is a permutation drawn from a generator seeded by ``(seed,
+    epoch)``, so it is deterministic given both. As with ``DistributedSampler``,
+    :meth:`set_epoch` picks the epoch: Lightning calls it at every epoch start; in a plain loop,
+    call ``loader.sampler.set_epoch(epoch)`` yourself (otherwise every epoch repeats epoch 0's
+    order; iterating never changes the epoch, because a ``DataLoader`` may call ``iter`` on its
+    sampler more than once per epoch).
+
+    With ``num_replicas > 1`` the ordered list is split by rank (``rank, rank + R, ...``), after
+    repeating its first batches so that every rank gets the same number (as
+    :class:`~torch.utils.data.DistributedSampler` does with ``drop_last=False``). Every rank must
+    hold the identical list of batches (the data module guarantees it by sampling the same
+    corpus on every rank). This class subclasses ``DistributedSampler`` only so that Lightning
+    recognises it as already distributed and neither wraps nor replaces it.
+    """
+
+    def __init__(
+        self, num_batches: int, *, shuffle: bool, seed: int, num_replicas: int = 1, rank: int = 0
+    ) -> None:
+        if num_replicas < 1 or not 0 <= rank < num_replicas:
+            raise ValueError(f"invalid rank {rank} for {num_replicas} replicas")
+        self.num_batches, self.shuffle, self.seed = num_batches, shuffle, seed
+        self.num_replicas, self.rank, self.epoch, self.drop_last = num_replicas, rank, 0, False
+        self.num_samples = -(-num_batches // num_replicas)
+        self.total_size = self.num_samples * num_replicas
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+
+    def order(self, epoch: int) -> list[int]:
+        """This rank's batch indices in ``epoch``."""
+        if self.shuffle:
+            gen = torch.Generator().manual_seed(derive_seed(self.seed, "batch-order", epoch))
+            full = torch.randperm(self.num_batches, generator=gen).tolist()
+        else:
+            full = list(range(self.num_batches))
+        if full and self.total_size > len(full):
+            full += full[: self.total_size - len(full)]
+        return full[self.rank : self.total_size : self.num_replicas]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.order(self.epoch))
+
+    def __len__(self) -> int:
+        return self.num_samples

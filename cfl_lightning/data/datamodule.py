@@ -1,0 +1,411 @@
+"""``PFADataModule``: corpora sampled from a PFSA, optionally under an intervention, as batches.
+
+Lifecycle:
+
+* ``__init__`` builds and validates the automaton and the event (cheap), so the vocabulary
+  (``num_symbols``, ``vocab_size``, the special ids) is known before ``setup`` and can be linked to
+  a model's arguments with ``LightningCLI.link_arguments(..., apply_on="instantiate")``.
+* ``prepare_data`` (rank 0 only) fills the on-disk cache with all three corpora.
+* ``setup(stage)`` samples (or reads from the cache) the corpora the stage needs and tensorizes
+  them; it is idempotent.
+
+Splits: ``train`` is sampled under the intervention; ``val`` and ``test`` are always sampled
+unconstrained from the automaton (they estimate the KL to the automaton's own distribution), so
+they do not depend on ``intervention``/``event``/``count`` and are shared by every run of a
+sweep over those. Each split has its own random stream, derived from ``seed``.
+
+Distributed training: every rank samples (or reads) the identical corpus (sampling depends only
+on the arguments, never on the rank) and builds the identical list of batches; each rank then
+iterates its share of that list (``rank, rank + world_size, ...``; see
+:class:`~cfl_lightning.data.batching.BatchOrderSampler`). No ``DistributedSampler`` over strings
+is involved.
+
+Reproducibility: the same arguments give the identical corpus and batches. ``device="auto"``
+samples on CUDA when available, and CUDA and CPU draws differ: the device type is part of the
+cache key; set ``device="cpu"`` for corpora identical across machines.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Literal, Optional
+
+import lightning as L
+import torch
+from torch.utils.data import DataLoader
+
+from cfl_lightning import sampling
+from cfl_lightning.automata import (
+    PFSA,
+    Event,
+    parity_starfree_pfsa,
+    random_pfsa,
+    resampled_parity_starfree_pfsa,
+)
+from cfl_lightning.data.batching import (
+    BatchDataset,
+    BatchOrderSampler,
+    TokenizedCorpus,
+    derive_seed,
+    length_batches,
+    tensorize,
+)
+from cfl_lightning.data.cache import automaton_json, cached_corpus, corpus_key, resolve_cache_dir
+from cfl_lightning.errors import CflError, InterventionError, PFSAError
+from cfl_lightning.sampling import Corpus
+from cfl_lightning.sampling.feasibility import max_occurrences
+
+__all__ = ["PFADataModule", "SPLITS", "SAMPLING_METHOD"]
+
+SPLITS = ("train", "val", "test")
+SAMPLING_METHOD = "binning"
+GENERATORS = ("parity", "parity_resampled", "random")
+INTERVENTIONS = ("none", "exact", "at_least", "at_least_once")
+_STAGE_SPLITS = {
+    "fit": ("train", "val"),
+    "validate": ("val",),
+    "test": ("test",),
+    "predict": ("test",),
+}
+
+
+class PFADataModule(L.LightningDataModule):
+    """Language-modeling data sampled from a probabilistic finite-state automaton.
+
+    Token ids: the automaton's symbols are ``0 .. S-1`` in alphabet order, ``EOS = S``,
+    ``BOS = S + 1``, ``PAD = S + 2`` (embedding size ``vocab_size = S + 3``, output size
+    ``S + 1``). Every batch is a dict with ``input_ids``, ``target_ids``, ``target_probs``,
+    ``states`` and ``mask`` (see :mod:`cfl_lightning.data.batching`). Batches hold strings of
+    similar length and at most ``max_tokens`` real positions (a string of length ``n`` has
+    ``n + 1``); a single longer string forms a batch of its own.
+
+    Args:
+        automaton: path of an automaton JSON file; if None, the automaton comes from
+            ``generator``.
+        generator: built-in automaton used when ``automaton`` is None: "parity" (the paper's
+            parity + star-free PFSA, weights set by ``eta``), "parity_resampled" (same topology,
+            Dirichlet weights drawn with ``weight_seed``) or "random" (``num_states`` states,
+            ``num_symbols`` symbols, ``topology_seed``, ``weight_seed``).
+        eta: probability of the star-free branch of the "parity" automaton, in [0, 1].
+        num_states: number of states of the "random" automaton.
+        num_symbols: alphabet size of the "random" automaton (the attribute ``num_symbols`` of
+            the built module is the alphabet size of whichever automaton is used).
+        topology_seed: seed of the "random" automaton's topology.
+        weight_seed: seed of the "random" and "parity_resampled" automata's weights.
+        intervention: how the training corpus is sampled: "none" (unconstrained), "exact" (the
+            corpus traverses the event exactly ``count`` times), "at_least" (at least ``count``
+            times) or "at_least_once" (exactly ``count`` strings contain the event).
+        event: the counted transitions: "state:NAME", "symbol:SYM" or "transition:SOURCE:SYM".
+            With intervention "none" the corpus is unconstrained and the event's realized count
+            is only recorded (the correlational setting).
+        count: the intervention's target (required with an intervention, not allowed without).
+        num_strings: number of training strings K.
+        val_strings: number of validation strings (always unconstrained; 0 for none).
+        test_strings: number of test strings (always unconstrained; 0 for none).
+        max_tokens: upper bound on the real positions (n + 1 per string) in one batch.
+        seed: seed of all sampling and of the per-epoch batch order; each split and the batch
+            order use separate streams derived from it.
+        device: where to sample: "auto" (CUDA when available), "cpu", "cuda" or "cuda:N".
+            Batches are always returned on the CPU (Lightning moves them).
+        cache_dir: directory of the corpus cache. None: the environment variable
+            CFL_LIGHTNING_CACHE if set, else ~/.cache/cfl_lightning. "none" (also accepted as
+            the value of CFL_LIGHTNING_CACHE) disables the cache.
+        num_workers: DataLoader worker processes (0 = load in the main process).
+
+    Example:
+        >>> dm = PFADataModule(generator="parity", eta=0.3, cache_dir="none")
+        >>> dm.num_symbols, dm.vocab_size, dm.eos_id, dm.bos_id, dm.pad_id
+        (2, 5, 2, 3, 4)
+    """
+
+    def __init__(
+        self,
+        automaton: Optional[str] = None,
+        generator: Literal["parity", "parity_resampled", "random"] = "parity",
+        eta: float = 0.5,
+        num_states: int = 50,
+        num_symbols: int = 10,
+        topology_seed: int = 0,
+        weight_seed: int = 0,
+        intervention: Literal["none", "exact", "at_least", "at_least_once"] = "none",
+        event: Optional[str] = None,
+        count: Optional[int] = None,
+        num_strings: int = 500,
+        val_strings: int = 200,
+        test_strings: int = 500,
+        max_tokens: int = 128,
+        seed: int = 0,
+        device: str = "auto",
+        cache_dir: Optional[str] = None,
+        num_workers: int = 0,
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        for name, value, low in (
+            ("num_strings", num_strings, 1),
+            ("val_strings", val_strings, 0),
+            ("test_strings", test_strings, 0),
+            ("max_tokens", max_tokens, 1),
+            ("num_workers", num_workers, 0),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise CflError(f"{name} must be an integer >= {low}, got {value!r}")
+        self.pfsa: PFSA = self._build_automaton()
+        self.event, self.event_function = self._check_intervention()
+        try:
+            self._device = torch.device(device) if device != "auto" else None
+        except (RuntimeError, TypeError):
+            raise CflError(
+                f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}"
+            ) from None
+        self.cache_path = resolve_cache_dir(cache_dir)
+        self.num_symbols: int = self.pfsa.num_symbols
+        self.vocab_size: int = self.num_symbols + 3
+        self.eos_id: int = self.num_symbols
+        self.bos_id: int = self.num_symbols + 1
+        self.pad_id: int = self.num_symbols + 2
+        self._splits: dict[str, tuple[Corpus, TokenizedCorpus, list[torch.Tensor]]] = {}
+        self.cache_hits: dict[str, bool] = {}
+
+    # ------------------------------------------------------------------ construction checks
+    def _build_automaton(self) -> PFSA:
+        hp = self.hparams
+        if hp.automaton is not None:
+            return PFSA.from_json(hp.automaton)
+        if hp.generator == "parity":
+            return parity_starfree_pfsa(hp.eta)
+        if hp.generator == "parity_resampled":
+            return resampled_parity_starfree_pfsa(hp.weight_seed)
+        if hp.generator == "random":
+            return random_pfsa(hp.num_states, hp.num_symbols, hp.topology_seed, hp.weight_seed)
+        raise PFSAError(f"unknown generator {hp.generator!r}; expected one of {GENERATORS}")
+
+    def _check_intervention(self) -> tuple[Optional[Event], Optional[torch.Tensor]]:
+        hp = self.hparams
+        if hp.intervention not in INTERVENTIONS:
+            raise InterventionError(
+                f"unknown intervention {hp.intervention!r}; expected one of {INTERVENTIONS}"
+            )
+        event = None if hp.event is None else Event.parse(hp.event)
+        function = None if event is None else event.function(self.pfsa)  # checks the names
+        count = hp.count
+        if count is not None and (isinstance(count, bool) or not isinstance(count, int)):
+            raise InterventionError(f"count must be an integer, got {count!r}")
+        if count is not None and count < 0:
+            raise InterventionError(f"count must be non-negative, got {count}")
+        if hp.intervention == "none":
+            if count is not None:
+                raise InterventionError(
+                    f"count={count} needs an intervention (exact, at_least or at_least_once); "
+                    "with intervention 'none' the corpus is unconstrained"
+                )
+            return event, function
+        if event is None or count is None:
+            raise InterventionError(f"intervention {hp.intervention!r} needs both event and count")
+        if hp.intervention == "at_least_once" and count > hp.num_strings:
+            raise InterventionError(
+                f"at_least_once: count={count} strings exceeds num_strings={hp.num_strings}"
+            )
+        bound = max_occurrences(self.pfsa, function)  # None: unbounded
+        if bound == 0 and count > 0:
+            raise InterventionError(
+                f"event {event} cannot occur in this automaton but count is {count}"
+            )
+        total = hp.intervention != "at_least_once"
+        if bound is not None and total and count > bound * hp.num_strings:
+            raise InterventionError(
+                f"count {count} is impossible: a string contains {event} at most {bound} times, "
+                f"so {hp.num_strings} strings hold at most {bound * hp.num_strings}"
+            )
+        return event, function
+
+    # ------------------------------------------------------------------ sampling
+    @property
+    def device(self) -> torch.device:
+        """The sampling device (``"auto"`` resolved)."""
+        if self._device is not None:
+            if self._device.type == "cuda" and not torch.cuda.is_available():
+                raise CflError(f"device {self.hparams.device!r} requested but CUDA is unavailable")
+            return self._device
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+    def _sampling_arguments(self, split: str) -> dict[str, Any]:
+        hp = self.hparams
+        train = split == "train" and hp.intervention != "none"
+        sizes = {"train": hp.num_strings, "val": hp.val_strings, "test": hp.test_strings}
+        return {
+            "split": split,
+            "num_strings": sizes[split],
+            "seed": derive_seed(hp.seed, split),
+            "intervention": hp.intervention if train else "none",
+            "event": str(self.event) if train else None,
+            "count": hp.count if train else None,
+            "method": SAMPLING_METHOD,
+            "device_type": self.device.type,
+        }
+
+    def _cached(self, args: dict[str, Any]) -> tuple[Corpus, bool]:
+        """``(corpus, cache hit)`` for the sampling arguments ``args``."""
+        if args["num_strings"] == 0:  # an empty split: nothing to sample or cache
+            return Corpus(torch.zeros(0, dtype=torch.long), torch.zeros(1, dtype=torch.long)), False
+        key = corpus_key(self.pfsa, **args)
+        return cached_corpus(self.cache_path, key, lambda: self._sample(args))
+
+    def _sample(self, args: dict[str, Any]) -> Corpus:
+        corpus = sampling.sample_corpus(
+            self.pfsa.to(self.device),
+            args["num_strings"],
+            seed=args["seed"],
+            intervention=args["intervention"],
+            event=args["event"],
+            count=args["count"],
+            method=args["method"],
+            device=self.device,
+        )
+        return corpus.to("cpu")
+
+    def _load(self, split: str) -> tuple[Corpus, TokenizedCorpus, list[torch.Tensor]]:
+        if split not in self._splits:
+            args = self._sampling_arguments(split)
+            corpus, hit = self._cached(args)
+            if len(corpus) != args["num_strings"]:
+                raise RuntimeError(
+                    f"{split} corpus has {len(corpus)} strings, expected {args['num_strings']}"
+                )
+            event_function = self.event_function if split == "train" else None
+            tokenized = tensorize(corpus, self.pfsa, event_function)
+            if split == "train":
+                self._check_realized(tokenized)
+            self.cache_hits[split] = hit
+            batches = length_batches(tokenized.positions, self.hparams.max_tokens)
+            self._splits[split] = (corpus, tokenized, batches)
+        return self._splits[split]
+
+    def _check_realized(self, tokenized: TokenizedCorpus) -> None:
+        """Guard the causal setup: the corpus must satisfy the intervention it was sampled under."""
+        hp, counts = self.hparams, tokenized.counts
+        if hp.intervention == "none" or counts is None:
+            return
+        realized = {
+            "exact": int(counts.sum()),
+            "at_least": int(counts.sum()),
+            "at_least_once": int((counts > 0).sum()),
+        }[hp.intervention]
+        if realized < hp.count or (hp.intervention != "at_least" and realized != hp.count):
+            raise RuntimeError(
+                f"the sampler returned a corpus violating intervention {hp.intervention} "
+                f"(event {self.event}, count {hp.count}): realized {realized}"
+            )
+
+    def corpus(self, split: str = "train") -> Corpus:
+        """The sampled strings of ``split`` ("train", "val" or "test"); sampled on first use."""
+        if split not in SPLITS:
+            raise CflError(f"unknown split {split!r}; expected one of {SPLITS}")
+        return self._load(split)[0]
+
+    def tokenized(self, split: str = "train") -> TokenizedCorpus:
+        """Per-position arrays (inputs, targets, states, event counts) of ``split``."""
+        self.corpus(split)
+        return self._splits[split][1]
+
+    def batches(self, split: str = "train") -> list[torch.Tensor]:
+        """The string indices of every batch of ``split``, in unshuffled (length) order."""
+        self.corpus(split)
+        return self._splits[split][2]
+
+    # ------------------------------------------------------------------ Lightning hooks
+    def prepare_data(self) -> None:
+        """Fill the on-disk cache with all three corpora (nothing to do without a cache)."""
+        if self.cache_path is None:
+            return
+        for split in SPLITS:
+            self._cached(self._sampling_arguments(split))
+
+    def setup(self, stage: Optional[str] = None) -> None:
+        """Sample (or read from the cache) the corpora ``stage`` needs; idempotent."""
+        for split in _STAGE_SPLITS.get(str(stage) if stage is not None else "", SPLITS):
+            self._load(split)
+
+    def _loader(self, split: str, shuffle: bool) -> DataLoader:
+        _, tokenized, batches = self._load(split)
+        probs = self.pfsa.next_symbol_probs().to(torch.float32)
+        trainer = self.trainer
+        world, rank = (trainer.world_size, trainer.global_rank) if trainer is not None else (1, 0)
+        order = BatchOrderSampler(
+            len(batches),
+            shuffle=shuffle,
+            seed=derive_seed(self.hparams.seed, "batch-order"),
+            num_replicas=world,
+            rank=rank,
+        )
+        return DataLoader(
+            BatchDataset(tokenized, batches, probs, self.pad_id),
+            batch_size=None,
+            sampler=order,
+            num_workers=self.hparams.num_workers,
+            persistent_workers=self.hparams.num_workers > 0,
+        )
+
+    def train_dataloader(self) -> DataLoader:
+        """Training batches in a shuffled order, deterministic given ``seed`` and the epoch."""
+        return self._loader("train", shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        """Validation batches, unshuffled (shortest strings first)."""
+        return self._loader("val", shuffle=False)
+
+    def test_dataloader(self) -> DataLoader:
+        """Test batches, unshuffled (shortest strings first)."""
+        return self._loader("test", shuffle=False)
+
+    # ------------------------------------------------------------------ analysis
+    @property
+    def automaton_id(self) -> str:
+        """First 16 hex digits of the sha256 of the canonical automaton JSON."""
+        return hashlib.sha256(automaton_json(self.pfsa).encode("utf-8")).hexdigest()[:16]
+
+    @property
+    def realized_count(self) -> Optional[int]:
+        """Event occurrences in the training corpus (None without an event).
+
+        Counted from the automaton walk over the corpus; equals ``count`` under "exact". Samples
+        (or reads) the training corpus if ``setup`` has not done so yet.
+        """
+        if self.event is None:
+            return None
+        return int(self.tokenized("train").counts.sum())
+
+    @property
+    def realized_strings(self) -> Optional[int]:
+        """Training strings with at least one occurrence (None without an event)."""
+        if self.event is None:
+            return None
+        return int((self.tokenized("train").counts > 0).sum())
+
+    @property
+    def expected_count(self) -> Optional[float]:
+        """``num_strings`` x expected occurrences per unconstrained string (None without event)."""
+        if self.event is None:
+            return None
+        return self.hparams.num_strings * self.event.expected_count(self.pfsa)
+
+    def summary(self) -> dict[str, Any]:
+        """Flat dict for hyperparameter logging.
+
+        All constructor arguments, plus ``realized_count``, ``realized_strings``,
+        ``expected_count``, ``automaton_states``, ``alphabet_size``, ``vocab_size``,
+        ``automaton_id`` and ``train_tokens`` (symbols in the training corpus). Samples (or
+        reads) the training corpus if needed.
+        """
+        out = dict(self.hparams)
+        out.update(
+            realized_count=self.realized_count,
+            realized_strings=self.realized_strings,
+            expected_count=self.expected_count,
+            automaton_states=self.pfsa.num_states,
+            alphabet_size=self.num_symbols,
+            vocab_size=self.vocab_size,
+            automaton_id=self.automaton_id,
+            train_tokens=int(self.corpus("train").tokens.numel()),
+        )
+        return out
