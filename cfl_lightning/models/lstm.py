@@ -1,0 +1,109 @@
+"""LSTM language model sized from a parameter budget."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import Tensor, nn
+
+from cfl_lightning.models.base import LanguageModel, LossName
+from cfl_lightning.models.sizing import count_parameters, largest_within_budget
+
+__all__ = ["LSTMLanguageModel"]
+
+
+class _LSTMNet(nn.Module):
+    """Embedding -> dropout -> LSTM -> dropout -> linear output (log-softmax in the caller)."""
+
+    def __init__(
+        self,
+        vocab_size: int,
+        num_classes: int,
+        hidden_size: int,
+        num_layers: int,
+        dropout: float,
+        device: torch.device | str | None = None,
+    ) -> None:
+        super().__init__()
+        self.embedding = nn.Embedding(vocab_size, hidden_size, device=device)
+        self.lstm = nn.LSTM(
+            hidden_size,
+            hidden_size,
+            num_layers=num_layers,
+            batch_first=True,
+            dropout=dropout if num_layers > 1 else 0.0,
+            device=device,
+        )
+        self.dropout = nn.Dropout(dropout)
+        self.output = nn.Linear(hidden_size, num_classes, device=device)
+
+    def forward(self, input_ids: Tensor) -> Tensor:
+        hidden, _ = self.lstm(self.dropout(self.embedding(input_ids)))
+        return self.output(self.dropout(hidden))
+
+
+class LSTMLanguageModel(LanguageModel):
+    """An LSTM next-symbol model (Hochreiter & Schmidhuber, 1997).
+
+    Architecture: embedding of the ``S+3`` token ids (width = hidden size), dropout, a
+    ``num_layers``-layer LSTM (dropout between layers), dropout, a linear layer to ``S+1`` logits,
+    log-softmax. Padding needs no packing: the LSTM reads left to right and every padding position
+    comes after the real ones and is masked out of the loss.
+
+    Sizing: the hidden size is the largest one whose total parameter count does not exceed
+    ``param_budget`` (e.g. 125 for ``|S| = 2`` at 128k: 127,003 parameters), unless
+    ``hidden_size`` is given, which then wins over the budget.
+
+    Args:
+        num_symbols: alphabet size ``|S|`` (linked from ``data.num_symbols`` by the CLI).
+        param_budget: parameter budget (ignored when ``hidden_size`` is given).
+        num_layers: LSTM layers.
+        hidden_size: explicit hidden size (default: chosen from ``param_budget``).
+        dropout: dropout probability.
+        lr: Adam learning rate.
+        lr_factor: ``ReduceLROnPlateau`` factor.
+        lr_patience: validation checks without improvement before reducing the LR.
+        loss: ``"kl"`` (KL to the automaton) or ``"ce"`` (cross-entropy).
+    """
+
+    def __init__(
+        self,
+        num_symbols: int = 2,
+        param_budget: int = 128_000,
+        num_layers: int = 1,
+        hidden_size: Optional[int] = None,
+        dropout: float = 0.1,
+        lr: float = 0.01,
+        lr_factor: float = 0.5,
+        lr_patience: int = 5,
+        loss: LossName = "kl",
+    ) -> None:
+        super().__init__(
+            num_symbols=num_symbols,
+            param_budget=param_budget,
+            num_layers=num_layers,
+            dropout=dropout,
+            lr=lr,
+            lr_factor=lr_factor,
+            lr_patience=lr_patience,
+            loss=loss,
+        )
+
+        def count(size: int) -> int:
+            return count_parameters(
+                _LSTMNet(self.vocab_size, self.num_classes, size, num_layers, dropout, "meta")
+            )
+
+        if hidden_size is not None and hidden_size < 1:
+            raise ValueError(f"hidden_size must be >= 1, got {hidden_size}")
+        size = largest_within_budget(count, param_budget) if hidden_size is None else hidden_size
+        self.hidden_size = int(size)
+        self.net = _LSTMNet(
+            self.vocab_size, self.num_classes, self.hidden_size, num_layers, dropout
+        )
+        self._finish_init(hidden_size_actual=self.hidden_size)
+
+    def forward(self, input_ids: Tensor) -> Tensor:
+        """``[B, T]`` token ids -> ``[B, T, S+1]`` next-symbol log-probabilities."""
+        return torch.log_softmax(self.net(input_ids), dim=-1)

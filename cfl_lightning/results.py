@@ -1,0 +1,173 @@
+"""``results.json``: one training run's outcome, in the format of ``docs/internal_contract.md``.
+
+Written by ``python -m cfl_lightning fit`` in the run's log directory after the best checkpoint
+has been tested. Keys (:data:`RESULT_KEYS`):
+
+* ``config``: the full LightningCLI config of the run (JSON);
+* ``model``: the model class name (``LSTMLanguageModel`` / ``TransformerLanguageModel``);
+* ``intervention``, ``event`` (str or null), ``count`` (requested, or null): the data's settings;
+* ``realized_count`` (event occurrences in the training corpus, or null without an event) and
+  ``expected_count`` (``num_strings`` times the expected occurrences per unconstrained string);
+* ``num_strings`` (training strings), ``num_parameters`` (the model's actual count);
+* ``seed``: the run's ``seed_everything`` value (model init, dropout); the sampling seed of the
+  data is ``config["data"]["seed"]``;
+* ``automaton`` (JSON interchange dict) and ``automaton_id`` (first 16 hex digits of the sha256
+  of the canonical automaton JSON);
+* ``kl_total``: the decomposed KL estimate of ``KL(p_A || p_theta)`` in nats per string on the
+  test strings, with the restored best checkpoint;
+* ``kl_target`` / ``kl_target_unweighted``: the intervened event's weighted / unweighted
+  contribution (null without an event);
+* ``kl`` / ``kl_unweighted``: ``{"state": {name: v}, "symbol": {name|"EOS": v},
+  "transition": {"SOURCE:SYM": v}}`` (NaN -> null);
+* ``best_val_loss`` (best ``val/kl_per_string``), ``epochs`` (completed training epochs),
+  ``train_time_s`` (wall time of ``fit``, without the final test), ``log_dir``.
+
+Non-finite floats are written as ``null`` so that the file is strict JSON.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from cfl_lightning.io import atomic_write_text
+
+__all__ = ["RESULT_KEYS", "automaton_id", "build_results", "write_results", "json_safe"]
+
+RESULT_KEYS = (
+    "config",
+    "model",
+    "intervention",
+    "event",
+    "count",
+    "realized_count",
+    "expected_count",
+    "num_strings",
+    "num_parameters",
+    "seed",
+    "automaton",
+    "automaton_id",
+    "kl_total",
+    "kl_target",
+    "kl_target_unweighted",
+    "kl",
+    "kl_unweighted",
+    "best_val_loss",
+    "epochs",
+    "train_time_s",
+    "log_dir",
+)
+
+
+def automaton_id(automaton: Mapping[str, Any]) -> str:
+    """First 16 hex digits of the sha256 of the canonical JSON (sorted keys, compact)."""
+    text = json.dumps(automaton, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def json_safe(value: Any) -> Any:
+    """Recursively convert to JSON-ready values: tensors/numpy scalars to Python numbers,
+    non-finite floats to None, paths to strings, tuples to lists."""
+    if isinstance(value, Mapping):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
+        return json_safe(value.tolist())
+    if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    return str(value)
+
+
+def _float(value: Any) -> float | None:
+    if value is None:
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def build_results(
+    *,
+    config: Mapping[str, Any],
+    model: Any,
+    datamodule: Any,
+    best_val_loss: float | None,
+    epochs: int,
+    train_time_s: float,
+    log_dir: str | os.PathLike,
+    seed: int | None,
+) -> dict[str, Any]:
+    """Assemble the ``results.json`` dict of a finished run.
+
+    Args:
+        config: the run's full config (a plain dict).
+        model: the trained :class:`~cfl_lightning.models.LanguageModel`, after testing (its
+            ``test_kl_result`` holds the decomposed KL on the test strings, or None).
+        datamodule: the :class:`~cfl_lightning.data.PFADataModule` (``pfsa``, ``event``,
+            ``hparams``, ``realized_count``, ``expected_count``).
+        best_val_loss: best ``val/kl_per_string``, or None.
+        epochs: completed training epochs.
+        train_time_s: wall time of training.
+        log_dir: the run's log directory.
+        seed: the run's ``seed_everything`` value.
+
+    Returns:
+        a JSON-ready dict with exactly the keys :data:`RESULT_KEYS`, in that order.
+    """
+    from cfl_lightning.metrics import kl_nested_dict, target_values
+
+    hp = datamodule.hparams
+    pfsa = datamodule.pfsa
+    event = datamodule.event
+    automaton = pfsa.to_dict()
+    result = getattr(model, "test_kl_result", None)
+    kl = kl_unweighted = None
+    kl_total = kl_target = kl_target_unweighted = None
+    if result is not None:
+        kl_total = _float(result["total"])
+        kl = kl_nested_dict(result, pfsa)
+        kl_unweighted = kl_nested_dict(result, pfsa, unweighted=True)
+        if event is not None:
+            weighted, unweighted = target_values(result, event, pfsa)
+            kl_target, kl_target_unweighted = _float(weighted), _float(unweighted)
+    out = {
+        "config": dict(config),
+        "model": type(model).__name__,
+        "intervention": hp["intervention"],
+        "event": None if event is None else str(event),
+        "count": hp["count"],
+        "realized_count": datamodule.realized_count,
+        "expected_count": _float(datamodule.expected_count),
+        "num_strings": hp["num_strings"],
+        "num_parameters": int(model.num_parameters),
+        "seed": seed,
+        "automaton": automaton,
+        "automaton_id": getattr(datamodule, "automaton_id", None) or automaton_id(automaton),
+        "kl_total": kl_total,
+        "kl_target": kl_target,
+        "kl_target_unweighted": kl_target_unweighted,
+        "kl": kl,
+        "kl_unweighted": kl_unweighted,
+        "best_val_loss": _float(best_val_loss),
+        "epochs": int(epochs),
+        "train_time_s": float(train_time_s),
+        "log_dir": os.fspath(log_dir),
+    }
+    assert tuple(out) == RESULT_KEYS
+    return json_safe(out)
+
+
+def write_results(path: str | os.PathLike, results: Mapping[str, Any]) -> Path:
+    """Write ``results`` as indented strict JSON to ``path`` atomically; returns the path."""
+    text = json.dumps(json_safe(results), indent=1, allow_nan=False) + "\n"
+    atomic_write_text(path, text)
+    return Path(path)
