@@ -151,6 +151,10 @@ class PFADataModule(L.LightningDataModule):
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise CflError(f"{name} must be an integer >= {low}, got {value!r}")
         self.pfsa: PFSA = self._build_automaton()
+        # The recorded hparam is the real alphabet size (the constructor value only sizes random
+        # automata); Lightning merges data and model hparams and rejects a mismatch with the
+        # model's linked num_symbols.
+        self.hparams["num_symbols"] = self.pfsa.num_symbols
         self.event, self.event_function = self._check_intervention()
         try:
             self._device = torch.device(device) if device != "auto" else None
