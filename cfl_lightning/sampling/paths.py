@@ -35,21 +35,22 @@ __all__ = ["sample_paths", "walk"]
 Picker = Callable[[Tensor, Tensor, Tensor], Tensor]
 
 
-def _inverse_cdf(weights: Tensor, u: Tensor) -> Tensor:
+def _inverse_cdf(weights: Tensor, u: Tensor, cumulative: bool = False) -> Tensor:
     """Index drawn from each row of ``weights`` ``[B, A]`` (non-negative) with uniforms ``[B]``.
 
     Picks the first index whose cumulative weight exceeds ``u * total``, so a zero-weight entry is
     never picked; when rounding pushes ``u * total`` to the top (probability ~1e-16) the row falls
-    back to its last positive entry.
+    back to its last positive entry. With ``cumulative=True`` the rows are already cumulative.
     """
-    cum = weights.cumsum(dim=1)
+    cum = weights if cumulative else weights.cumsum(dim=1)
     threshold = u * cum[:, -1]
     pick = (cum <= threshold[:, None]).sum(dim=1)
     top = weights.shape[1] - 1
     bad = pick > top
     if bool(bad.any()):
-        positive = weights[bad] > 0
-        pick[bad] = top - positive.flip(1).int().argmax(dim=1)
+        rows = cum[bad]
+        steps = torch.diff(rows, dim=1, prepend=torch.zeros_like(rows[:, :1]))
+        pick[bad] = top - (steps > 0).flip(1).int().argmax(dim=1)
     return pick
 
 
@@ -81,7 +82,9 @@ def walk(
         The corpus, with ``counts`` when ``event_fn`` is given.
     """
     device = pfsa.device
-    eos = pfsa.num_symbols
+    num_symbols = pfsa.num_symbols
+    next_flat = pfsa.next_state.reshape(-1)
+    event_flat = None if event_fn is None else event_fn.to(device).long().reshape(-1)
     ids = torch.arange(num_strings, device=device)
     states = torch.full((num_strings,), pfsa.initial, dtype=torch.long, device=device)
     budgets = budgets.to(device).clone()
@@ -91,19 +94,23 @@ def walk(
     while ids.numel():
         u = torch.rand(ids.numel(), generator=generator, dtype=torch.float64, device=device)
         actions = pick(states, budgets, u)
-        going = actions != eos
+        keep = torch.nonzero(actions != num_symbols).squeeze(1)
         if progress is not None:
-            progress.update(int((~going).sum()))
-        ids, states, budgets, actions = ids[going], states[going], budgets[going], actions[going]
+            progress.update(ids.numel() - keep.numel())
+        ids = ids.index_select(0, keep)
+        states = states.index_select(0, keep)
+        actions = actions.index_select(0, keep)
+        budgets = budgets.index_select(0, keep)
         record_ids.append(ids)
         record_syms.append(actions)
-        if event_fn is not None:
-            hits = event_fn[states, actions]
+        flat = states * num_symbols + actions
+        if event_flat is not None:
+            hits = event_flat.take(flat)
             counts.index_add_(0, ids, hits)
             budgets = budgets - hits
             if clamp:
                 budgets = budgets.clamp(min=0)
-        states = pfsa.next_state[states, actions]
+        states = next_flat.take(flat)
     return _assemble(num_strings, record_ids, record_syms, counts if event_fn is not None else None)
 
 
@@ -111,29 +118,33 @@ def _assemble(
     num_strings: int, record_ids: list[Tensor], record_syms: list[Tensor], counts: Tensor | None
 ) -> Corpus:
     """Flatten per-step records (step ``t`` holds symbol ``t`` of every string still going)."""
-    device = counts.device if counts is not None else record_ids[0].device
+    device = record_ids[0].device if record_ids else torch.device("cpu")
     all_ids = torch.cat(record_ids) if record_ids else torch.empty(0, dtype=torch.long)
-    all_ids = all_ids.to(device)
     lengths = torch.bincount(all_ids, minlength=num_strings)
     offsets = torch.zeros(num_strings + 1, dtype=torch.long, device=device)
     offsets[1:] = lengths.cumsum(0)
+    steps = torch.cat(
+        [torch.full_like(ids, step) for step, ids in enumerate(record_ids)]
+    ) if record_ids else all_ids
     tokens = torch.empty(int(offsets[-1]), dtype=torch.long, device=device)
-    for step, (ids, syms) in enumerate(zip(record_ids, record_syms)):
-        tokens[offsets[ids] + step] = syms
+    if record_ids:
+        tokens[offsets.index_select(0, all_ids) + steps] = torch.cat(record_syms)
     return Corpus(tokens, offsets, counts)
 
 
-def _unconstrained_picker(pfsa: PFSA) -> Picker:
-    probs = pfsa.next_symbol_probs()
+def _table_picker(cumulative: Tensor) -> Picker:
+    """Pick by a per-state cumulative table ``[Q, |S| + 1]`` (the budget is ignored)."""
 
     def pick(states: Tensor, budgets: Tensor, u: Tensor) -> Tensor:
-        return _inverse_cdf(probs[states], u)
+        return _inverse_cdf(cumulative.index_select(0, states), u, cumulative=True)
 
     return pick
 
 
-def _conditioned_picker(pfsa: PFSA, event_fn: Tensor, bins: ScaledBins, clamp: bool) -> Picker:
-    """Action weights ``w(q,a) beta_{r-e}(q') / exp(s_r)`` from rescaled bins (module doc)."""
+def _conditioned_weights(
+    pfsa: PFSA, event_fn: Tensor, bins: ScaledBins, clamp: bool
+) -> Callable[[Tensor, Tensor], Tensor]:
+    """Action weights ``w(q,a) beta_{r-e}(q') / exp(s_r)`` and EOS, ``[B, |S| + 1]`` (module doc)."""
     q_count = pfsa.num_states
     weights = pfsa.weights
     stop_weight = pfsa.final * torch.exp(-bins.log_scale[0])
@@ -142,18 +153,40 @@ def _conditioned_picker(pfsa: PFSA, event_fn: Tensor, bins: ScaledBins, clamp: b
     flat = bins.values.reshape(-1)
     scale = bins.log_scale
 
-    def pick(states: Tensor, budgets: Tensor, u: Tensor) -> Tensor:
-        e = counted[states]  # [B, S]
+    def action_weights(states: Tensor, budgets: Tensor) -> Tensor:
+        e = counted.index_select(0, states)  # [B, S]
         prev = (budgets - 1).clamp(min=0)
         row = torch.where(e, (prev * q_count)[:, None], (budgets * q_count)[:, None])
-        value = flat[row + targets[states]]  # v_{r-e}(q')
-        ratio = torch.exp(scale[prev] - scale[budgets])  # exp(s_{r-1} - s_r), [B]
-        arcs = weights[states] * value * torch.where(e, ratio[:, None], 1.0)
+        value = flat.take(row + targets.index_select(0, states))  # v_{r-e}(q')
+        ratio = torch.exp(scale.take(prev) - scale.take(budgets))  # exp(s_{r-1} - s_r), [B]
+        arcs = weights.index_select(0, states) * value * torch.where(e, ratio[:, None], 1.0)
         empty = budgets == 0
         if not clamp:  # exact: a counted arc needs budget left
             arcs = arcs.masked_fill(e & empty[:, None], 0.0)
-        stop = torch.where(empty, stop_weight[states], 0.0)
-        return _inverse_cdf(torch.cat([arcs, stop[:, None]], dim=1), u)
+        stop = torch.where(empty, stop_weight.take(states), 0.0)
+        return torch.cat([arcs, stop[:, None]], dim=1)
+
+    return action_weights
+
+
+def _conditioned_picker(pfsa: PFSA, event_fn: Tensor, bins: ScaledBins, clamp: bool) -> Picker:
+    """Strings with budget 0 use a precomputed per-state table; the rest the full weights."""
+    action_weights = _conditioned_weights(pfsa, event_fn, bins, clamp)
+    every = torch.arange(pfsa.num_states, device=pfsa.device)
+    table = action_weights(every, torch.zeros_like(every)).cumsum(dim=1)  # [Q, S+1]
+
+    def pick(states: Tensor, budgets: Tensor, u: Tensor) -> Tensor:
+        busy = torch.nonzero(budgets > 0).squeeze(1)
+        if busy.numel() == 0:
+            return _inverse_cdf(table.index_select(0, states), u, cumulative=True)
+        out = torch.empty_like(states)
+        idle = torch.nonzero(budgets == 0).squeeze(1)
+        if idle.numel():
+            rows = table.index_select(0, states.index_select(0, idle))
+            out.index_copy_(0, idle, _inverse_cdf(rows, u.index_select(0, idle), cumulative=True))
+        weights = action_weights(states.index_select(0, busy), budgets.index_select(0, busy))
+        out.index_copy_(0, busy, _inverse_cdf(weights, u.index_select(0, busy)))
+        return out
 
     return pick
 
@@ -188,8 +221,8 @@ def sample_paths(
     if budgets is None:
         zero = torch.zeros(num_strings, dtype=torch.long, device=pfsa.device)
         return walk(
-            pfsa, num_strings, _unconstrained_picker(pfsa), zero, event_fn, generator,
-            progress=progress,
+            pfsa, num_strings, _table_picker(pfsa.next_symbol_probs().cumsum(dim=1)), zero,
+            event_fn, generator, progress=progress,
         )
     if event_fn is None or bins is None:
         raise ValueError("conditioned sampling needs event_fn and bins")
