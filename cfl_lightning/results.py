@@ -20,7 +20,12 @@ has been tested. Keys (:data:`RESULT_KEYS`):
 * ``kl`` / ``kl_unweighted``: ``{"state": {name: v}, "symbol": {name|"EOS": v},
   "transition": {"SOURCE:SYM": v}}`` (NaN -> null);
 * ``best_val_loss`` (best ``val/kl_per_string``), ``epochs`` (completed training epochs),
-  ``train_time_s`` (wall time of ``fit``, without the final test), ``log_dir``.
+  ``train_time_s`` (wall time of ``fit``, without the final test), ``log_dir``;
+* ``realized_strings``: training strings containing the event (the x-axis of at-least-once
+  interventions; null without an event);
+* ``occurrences``: ``{"count": {spec: n}, "strings": {spec: m}}`` for every ``state:``,
+  ``symbol:`` and ``transition:`` event in the training corpus, and ``expected_occurrences``
+  (``{spec: num_strings x E[n]}``), so one unconstrained (correlational) run serves every target.
 
 Non-finite floats are written as ``null`` so that the file is strict JSON.
 """
@@ -61,6 +66,9 @@ RESULT_KEYS = (
     "epochs",
     "train_time_s",
     "log_dir",
+    "realized_strings",
+    "occurrences",
+    "expected_occurrences",
 )
 
 
@@ -161,6 +169,11 @@ def build_results(
         "epochs": int(epochs),
         "train_time_s": float(train_time_s),
         "log_dir": os.fspath(log_dir),
+        "realized_strings": getattr(datamodule, "realized_strings", None),
+        "occurrences": datamodule.occurrences() if hasattr(datamodule, "occurrences") else None,
+        "expected_occurrences": (
+            datamodule.expected_occurrences() if hasattr(datamodule, "expected_occurrences") else None
+        ),
     }
     assert tuple(out) == RESULT_KEYS
     return json_safe(out)

@@ -403,3 +403,29 @@ def test_cli_arguments_and_linking(tmp_path, monkeypatch):
     )
     assert cli.datamodule.hparams.count == 40 and cli.datamodule.num_symbols == 6
     assert cli.model.out.out_features == 7
+
+
+def test_occurrences_agree_with_sampler_counts(tmp_path):
+    """Every event's realized count from one corpus; the intervened one matches the sampler."""
+    from cfl_lightning.data import PFADataModule
+
+    dm = PFADataModule(
+        generator="parity", eta=0.3, intervention="exact", event="state:odd", count=300,
+        num_strings=80, val_strings=5, test_strings=5, cache_dir="none", device="cpu",
+    )
+    dm.setup("fit")
+    occ = dm.occurrences()
+    assert occ["count"]["state:odd"] == 300 == dm.realized_count
+    assert occ["strings"]["state:odd"] == dm.realized_strings
+    corpus = dm.corpus("train")
+    symbols = corpus.tokens
+    assert occ["count"]["symbol:a"] == int((symbols == 0).sum())
+    assert occ["count"]["symbol:b"] == int((symbols == 1).sum())
+    # state totals add up to the number of symbols; transitions refine states
+    states = [k for k in occ["count"] if k.startswith("state:")]
+    assert sum(occ["count"][k] for k in states) == symbols.numel()
+    assert occ["count"]["transition:odd:a"] + occ["count"]["transition:odd:b"] == 300
+    assert occ["count"]["state:init"] == occ["strings"]["state:init"] == 80  # one arc per string
+    assert "transition:rep:b" not in occ["count"]  # no such transition
+    expected = dm.expected_occurrences()
+    assert expected["state:rep"] == pytest.approx(80 * 0.3 * 9)

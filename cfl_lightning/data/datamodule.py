@@ -386,6 +386,54 @@ class PFADataModule(L.LightningDataModule):
             return None
         return int((self.tokenized("train").counts > 0).sum())
 
+    def occurrences(self, split: str = "train") -> dict[str, dict[str, int]]:
+        """Realized occurrences of every event in a corpus, for correlational analysis.
+
+        Returns:
+            ``{"count": {spec: n}, "strings": {spec: m}}`` over every ``state:NAME``,
+            ``symbol:SYM`` and existing ``transition:SOURCE:SYM``: total traversals, and strings
+            with at least one traversal. One unconstrained run thus serves every target.
+        """
+        tok = self.tokenized(split)
+        q, s = self.pfsa.num_states, self.pfsa.num_symbols
+        moves = tok.targets < s  # positions that emit a symbol (not EOS)
+        string_of = torch.repeat_interleave(torch.arange(len(tok)), tok.positions)[moves]
+        arc = tok.states[moves] * s + tok.targets[moves]
+        names = {
+            "state": (arc // s, q, [f"state:{n}" for n in self.pfsa.states]),
+            "symbol": (arc % s, s, [f"symbol:{a}" for a in self.pfsa.alphabet]),
+            "transition": (
+                arc,
+                q * s,
+                [f"transition:{src}:{a}" for src in self.pfsa.states for a in self.pfsa.alphabet],
+            ),
+        }
+        exists = (self.pfsa.next_state >= 0).reshape(-1).tolist()
+        count: dict[str, int] = {}
+        strings: dict[str, int] = {}
+        for kind, (index, size, labels) in names.items():
+            totals = torch.bincount(index, minlength=size).tolist()
+            pairs = torch.unique(string_of * size + index)
+            holders = torch.bincount(pairs % size, minlength=size).tolist()
+            for i, label in enumerate(labels):
+                if kind == "transition" and not exists[i]:
+                    continue
+                count[label], strings[label] = int(totals[i]), int(holders[i])
+        return {"count": count, "strings": strings}
+
+    def expected_occurrences(self) -> dict[str, float]:
+        """``num_strings`` x expected occurrences per unconstrained string, for every event."""
+        k = self.hparams.num_strings
+        flow = self.pfsa.expected_visits()[:, None] * self.pfsa.weights  # [Q, S]
+        out = {f"state:{n}": k * float(v) for n, v in zip(self.pfsa.states, flow.sum(1))}
+        out.update({f"symbol:{a}": k * float(v) for a, v in zip(self.pfsa.alphabet, flow.sum(0))})
+        table = self.pfsa.next_state.tolist()
+        for i, src in enumerate(self.pfsa.states):
+            for j, a in enumerate(self.pfsa.alphabet):
+                if table[i][j] >= 0:
+                    out[f"transition:{src}:{a}"] = k * float(flow[i, j])
+        return out
+
     @property
     def expected_count(self) -> Optional[float]:
         """``num_strings`` x expected occurrences per unconstrained string (None without event)."""
