@@ -1,0 +1,261 @@
+"""Causal vs correlational learnability curves (matplotlib, Agg canvas, no pyplot state).
+
+One panel per target (and per x axis: occurrences or strings containing the target), one colour
+per architecture, causal curves solid with markers, correlational curves dotted, shaded bands of
+one standard error, log y axis -- the layout of the paper's Figures 2, 4 and 5.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import re
+import tempfile
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from cfl_lightning.analysis.aggregate import CurveRow
+
+__all__ = ["plot_curves", "target_title", "model_label", "METRIC_LABELS", "FORMATS"]
+
+FORMATS = ("png", "pdf", "svg")
+METRIC_LABELS = {
+    "kl_target": "decomposed KL of the target (nats/string)",
+    "kl_target_unweighted": "unweighted decomposed KL of the target",
+    "kl_total": "total KL (nats/string)",
+}
+SETTING_LABELS = {
+    "causal_exact": "causal (exact count)",
+    "causal_at_least": "causal (at least N)",
+    "causal_at_least_once": "causal (at least once)",
+    "correlational": "correlational",
+    "correlational_strings": "correlational",
+}
+X_LABELS = {
+    "occurrences": "occurrences of the target in training",
+    "strings": "training strings containing the target",
+}
+_STYLE = {  # setting -> (linestyle, marker, band alpha)
+    "causal_exact": ("-", "o", 0.20),
+    "causal_at_least": ("-", "s", 0.20),
+    "causal_at_least_once": ("-", "^", 0.20),
+    "correlational": (":", ".", 0.10),
+    "correlational_strings": (":", ".", 0.10),
+}
+_SETTING_ORDER = list(_STYLE)
+_MODEL_COLORS = {"LSTMLanguageModel": "C0", "TransformerLanguageModel": "C3"}
+_X_ORDER = {"occurrences": 0, "strings": 1}
+
+
+def model_label(model: str) -> str:
+    """``LSTMLanguageModel`` -> ``LSTM``."""
+    return model[: -len("LanguageModel")] if model.endswith("LanguageModel") else model
+
+
+def target_title(event: str) -> str:
+    """``state:odd`` -> ``state odd``; ``transition:q1:a`` -> ``transition q1 -a->``."""
+    kind, _, rest = event.partition(":")
+    if kind == "transition" and ":" in rest:
+        source, symbol = rest.rsplit(":", 1)
+        return f"transition {source} -{symbol}->"
+    return f"{kind} {rest}" if rest else event
+
+
+def _natural(text: str) -> list:
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text)]
+
+
+def _color(model: str, models: Sequence[str]) -> str:
+    if model in _MODEL_COLORS:
+        return _MODEL_COLORS[model]
+    others = [m for m in models if m not in _MODEL_COLORS]
+    return f"C{(others.index(model) + 4) % 10}"
+
+
+def plot_curves(
+    rows: Sequence[CurveRow],
+    path: str | os.PathLike,
+    *,
+    metric: str = "kl_target",
+    title: str | None = None,
+    logx: bool = False,
+    columns: int = 4,
+    dpi: int = 150,
+) -> Path:
+    """Draw the curves of ``rows`` and save the figure atomically at ``path``.
+
+    The format comes from the extension (png, pdf, svg). Returns the path.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    path = Path(path)
+    fmt = path.suffix.lstrip(".").lower()
+    if fmt not in FORMATS:
+        raise ValueError(f"unsupported figure format {fmt!r}; use one of {FORMATS}")
+    if not rows:
+        raise ValueError("nothing to plot")
+    panels = sorted(
+        {(r.x_kind, r.target) for r in rows},
+        key=lambda p: (_X_ORDER.get(p[0], 9), _natural(p[1])),
+    )
+    models = sorted({r.model for r in rows})
+    # each x axis (occurrences, strings) starts a new row of panels
+    groups = [[p for p in panels if p[0] == kind] for kind in dict.fromkeys(p[0] for p in panels)]
+    ncols = max(1, min(columns, max(len(g) for g in groups)))
+    slots = [(row, col) for row, col, _ in _layout(groups, ncols)]
+    nrows = max(row for row, _ in slots) + 1
+    panels = [p for _, _, p in _layout(groups, ncols)]
+    # one legend column per model (entries fill column-wise: each column one architecture)
+    legend_cols = max(1, min(len(models), 4))
+    width = max(3.9 * ncols, 3.0 * legend_cols)
+    fig = Figure(
+        figsize=(width, 3.2 * nrows + 0.35 + 0.22 * _legend_rows(rows, models)),
+        layout="constrained",
+    )
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(nrows, ncols, squeeze=False)
+    handles: dict[tuple, tuple[str, object]] = {}
+    for i, (x_kind, target) in enumerate(panels):
+        ax = axes[slots[i][0]][slots[i][1]]
+        curves: dict[tuple, list[CurveRow]] = defaultdict(list)
+        for r in rows:
+            if r.x_kind == x_kind and r.target == target:
+                curves[(r.model, r.setting, r.num_strings)].append(r)
+        sizes = defaultdict(set)
+        for _, setting, k in curves:
+            sizes[setting].add(k)
+        means = np.array([r.mean for c in curves.values() for r in c], dtype=float)
+        lows = np.array([r.mean - r.sem for c in curves.values() for r in c], dtype=float)
+        candidates = np.concatenate([means, lows])
+        candidates = candidates[np.isfinite(candidates) & (candidates > 0)]
+        floor = float(candidates.min()) * 0.8 if candidates.size else None
+        for (model, setting, k), points in sorted(curves.items(), key=_curve_order(models)):
+            points.sort(key=lambda r: r.x)
+            x = np.array([r.x for r in points])
+            y = np.array([r.mean for r in points])
+            sem = np.nan_to_num(np.array([r.sem for r in points]), nan=0.0)
+            y = np.where(y > 0, y, np.nan)  # the y axis is logarithmic
+            style, marker, alpha = _STYLE.get(setting, ("--", "x", 0.15))
+            color = _color(model, models)
+            label = f"{model_label(model)}, {SETTING_LABELS.get(setting, setting)}"
+            if len(sizes[setting]) > 1 and k is not None:
+                label += f", {k} strings"
+            (line,) = ax.plot(
+                x,
+                y,
+                linestyle=style,
+                marker=marker,
+                color=color,
+                label=label,
+                markersize=4 if marker != "." else 6,
+                linewidth=1.6,
+            )
+            if floor is not None:
+                # a band reaching zero or below is drawn down to the panel's smallest value
+                lower = np.where(y - sem > 0, y - sem, floor)
+                ax.fill_between(x, lower, y + sem, color=color, alpha=alpha, linewidth=0)
+            order = _SETTING_ORDER.index(setting) if setting in _SETTING_ORDER else 99
+            handles.setdefault((models.index(model), order, k or 0, label), (label, line))
+        suffix = " (strings containing it)" if x_kind == "strings" else ""
+        ax.set_title(target_title(target) + suffix, fontsize=11)
+        ax.set_xlabel(X_LABELS.get(x_kind, x_kind), fontsize=9)
+        if slots[i][1] == 0:
+            ax.set_ylabel(METRIC_LABELS.get(metric, metric), fontsize=9)
+        if floor is not None:
+            _log_y(ax)
+        else:
+            ax.text(
+                0.5,
+                0.5,
+                "no positive values\n(log axis)",
+                ha="center",
+                va="center",
+                transform=ax.transAxes,
+                fontsize=9,
+                color="0.4",
+            )
+        if logx:
+            ax.set_xscale("symlog", linthresh=1.0)
+        ax.grid(True, which="major", alpha=0.3)
+        ax.tick_params(which="both", labelsize=8)
+    for row in range(nrows):
+        for col in range(ncols):
+            if (row, col) not in slots:
+                axes[row][col].set_visible(False)
+    entries = list(
+        {handles[key][0]: handles[key] for key in sorted(handles, reverse=True)}.values()
+    )
+    entries.reverse()  # one entry per label, in (model, setting) order
+    fig.legend(
+        [e[1] for e in entries],
+        [e[0] for e in entries],
+        loc="outside lower center",
+        ncol=legend_cols,
+        fontsize=9,
+        frameon=False,
+    )
+    if title:
+        fig.suptitle(title, fontsize=12)
+    _save(fig, path, fmt, dpi)
+    return path
+
+
+def _layout(groups: Sequence[Sequence[tuple]], ncols: int) -> list[tuple[int, int, tuple]]:
+    """(row, column, panel) for each panel; every group starts on a fresh row."""
+    out, row = [], 0
+    for group in groups:
+        for i, panel in enumerate(group):
+            out.append((row + i // ncols, i % ncols, panel))
+        row += math.ceil(len(group) / ncols)
+    return out
+
+
+def _legend_rows(rows: Sequence[CurveRow], models: Sequence[str]) -> int:
+    per_model = defaultdict(set)
+    for r in rows:
+        per_model[r.model].add((r.setting, r.num_strings))
+    return max((len(v) for v in per_model.values()), default=1)
+
+
+def _curve_order(models: Sequence[str]):
+    def key(item: tuple) -> tuple:
+        (model, setting, k), _ = item
+        order = _SETTING_ORDER.index(setting) if setting in _SETTING_ORDER else 99
+        return (models.index(model), order, k or 0)
+
+    return key
+
+
+def _log_y(ax: object) -> None:
+    """Log y axis with plain decimal tick labels (0.05, 0.1, 0.2) rather than 5 x 10^-2."""
+    from matplotlib.ticker import LogFormatter
+
+    class PlainLogFormatter(LogFormatter):
+        """LogFormatter's choice of which ticks to label, with ``%g`` text."""
+
+        def __call__(self, x: float, pos: int | None = None) -> str:
+            return f"{x:g}" if super().__call__(x, pos) else ""
+
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(PlainLogFormatter(labelOnlyBase=False))
+    ax.yaxis.set_minor_formatter(PlainLogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
+
+
+def _save(fig: object, path: Path, fmt: str, dpi: int) -> None:
+    """``savefig`` to a temporary file with the right extension, then rename onto ``path``."""
+    directory = path.parent if str(path.parent) else Path(".")
+    directory.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=f".{fmt}", dir=directory)
+    os.close(fd)
+    try:
+        fig.savefig(tmp, format=fmt, dpi=dpi)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise

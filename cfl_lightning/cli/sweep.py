@@ -1,0 +1,94 @@
+"""``python -m cfl_lightning sweep SWEEP.yaml --output DIR``: run a W&B grid sweep offline.
+
+Example::
+
+    python -m cfl_lightning sweep sweeps/parity_starfree_causal_exact.yaml \\
+        --output runs/sweeps/parity_exact --parallel 8
+    python -m cfl_lightning sweep sweeps/parity_starfree_correlational.yaml \\
+        --output runs/sweeps/parity_corr --limit 20 --dry-run
+
+The grid is expanded by W&B's own engine (``sweeps.next_runs``) and each point's command is
+built from the sweep's ``command:`` like ``wandb agent`` does (``${interpreter}`` is this
+Python), plus ``--trainer.default_root_dir=DIR/<run_name>``. Every point runs in
+``DIR/<run_name>`` (``params.json``, ``run.log``, the run's outputs) with one CPU thread and
+``WANDB_MODE=offline`` unless ``WANDB_MODE`` is set. Points whose directory already holds a
+``results.json`` are skipped, so an interrupted sweep resumes where it stopped. Exit status:
+0 when every point is done, 1 when some point failed, 2 on bad input, 130 when interrupted.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from cfl_lightning.cli.common import ArgumentParser, run_command
+
+__all__ = ["main", "build_parser"]
+
+PROG = "python -m cfl_lightning sweep"
+
+
+def _positive(text: str) -> int:
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def build_parser() -> ArgumentParser:
+    parser = ArgumentParser(
+        prog=PROG, description="Run a W&B grid sweep YAML offline, resumably, J runs at a time."
+    )
+    parser.add_argument("sweep", help="W&B sweep YAML (method: grid, flat dotted parameters)")
+    parser.add_argument(
+        "--output", required=True, metavar="DIR", help="holds one directory per grid point"
+    )
+    parser.add_argument(
+        "--parallel", "-j", type=_positive, default=1, metavar="J", help="runs at a time"
+    )
+    parser.add_argument(
+        "--limit", type=_positive, metavar="N", help="run at most N of the pending points"
+    )
+    parser.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
+    parser.add_argument("--threads", type=_positive, default=1, help="CPU threads per run")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "sweep":
+        argv = argv[1:]
+    args = build_parser().parse_args(argv)
+
+    def body() -> int:
+        from cfl_lightning.analysis.sweeps import load_sweep, run_sweep
+
+        config = load_sweep(args.sweep)
+        summary = run_sweep(
+            config,
+            args.output,
+            parallel=args.parallel,
+            limit=args.limit,
+            dry_run=args.dry_run,
+            threads=args.threads,
+            source=args.sweep,
+        )
+        if args.dry_run:
+            return 0
+        parts = [
+            f"{summary.done} done",
+            f"{summary.skipped} skipped (already done)",
+            f"{len(summary.failed)} failed",
+        ]
+        if summary.not_run:
+            parts.append(f"{summary.not_run} not run")
+        sys.stderr.write(f"{PROG}: {', '.join(parts)} of {summary.total} points\n")
+        if summary.interrupted:
+            return 130
+        return 1 if summary.failed else 0
+
+    return run_command(body, PROG)

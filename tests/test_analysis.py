@@ -1,0 +1,603 @@
+"""Aggregation (best-of-repeats, SEM, binning), the `analyze` command, and an offline end-to-end
+sweep -> analyze run."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("WANDB_MODE", "disabled")  # before anything imports wandb
+
+import csv
+import json
+import math
+import subprocess
+import sys
+import time
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cfl_lightning.__main__ import main
+from cfl_lightning.analysis import aggregate as ag
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def run_main(argv, capsys):
+    try:
+        code = main(argv)
+    except SystemExit as exc:
+        code = exc.code
+    return code, capsys.readouterr().err
+
+
+def result(
+    automaton="A0",
+    model="LSTMLanguageModel",
+    intervention="exact",
+    event="state:odd",
+    count=100,
+    realized=None,
+    kl_total=1.0,
+    kl_target=0.1,
+    seed=0,
+    num_strings=500,
+    strings=None,
+    occurrences=None,
+    kl=None,
+):
+    """A results.json dict with the keys the analysis reads."""
+    return {
+        "model": model,
+        "intervention": intervention,
+        "event": event,
+        "count": count if intervention != "none" else None,
+        "realized_count": realized if realized is not None else count,
+        "realized_strings": strings,
+        "num_strings": num_strings,
+        "seed": seed,
+        "automaton_id": automaton,
+        "kl_total": kl_total,
+        "kl_target": kl_target,
+        "kl_target_unweighted": None if kl_target is None else kl_target * 2,
+        "occurrences": occurrences,
+        "kl": kl,
+    }
+
+
+def write_results(root: Path, items):
+    for i, item in enumerate(items):
+        path = root / f"run{i:03d}" / "csv" / "version_0" / "results.json"
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps(item))
+
+
+def records(items):
+    return [ag.record_from_results(item, f"r{i}") for i, item in enumerate(items)]
+
+
+# --------------------------------------------------------------------------- statistics
+
+
+def test_best_of_repeats_keeps_lowest_total_kl():
+    runs = records(
+        [
+            result(kl_total=0.5, kl_target=0.05, seed=0),
+            result(kl_total=0.2, kl_target=0.30, seed=1),  # best total, worse target: still kept
+            result(kl_total=None, kl_target=0.01, seed=2),  # no total: never preferred
+            result(kl_total=0.1, model="TransformerLanguageModel"),
+            result(kl_total=0.1, count=200),
+            result(kl_total=0.1, automaton="A1"),
+        ]
+    )
+    best = ag.best_of_repeats(runs)
+    assert len(best) == 4
+    lstm = next(
+        r
+        for r in best
+        if r.model == "LSTMLanguageModel" and r.count == 100 and r.automaton_id == "A0"
+    )
+    assert (lstm.kl_total, lstm.kl_target, lstm.seed, lstm.repeats) == (0.2, 0.3, 1, 3)
+    only_none = ag.best_of_repeats(records([result(kl_total=None, kl_target=0.4)]))
+    assert only_none[0].kl_target == 0.4
+
+
+def test_mean_sem():
+    mean, sem, n = ag.mean_sem([1.0, 2.0, 3.0, 4.0])
+    assert (mean, n) == (2.5, 4)
+    assert sem == pytest.approx(np.std([1, 2, 3, 4], ddof=1) / 2)
+    assert ag.mean_sem([1.0, float("nan"), None, 3.0])[:3:2] == (2.0, 2)
+    mean, sem, n = ag.mean_sem([0.7])
+    assert mean == 0.7 and math.isnan(sem) and n == 1
+    mean, sem, n = ag.mean_sem([])
+    assert math.isnan(mean) and n == 0
+
+
+def test_bin_edges_and_assignment():
+    x = np.arange(1, 101, dtype=float)
+    edges = ag.bin_edges(x, 4, "quantile")
+    assert edges[0] == 1 and edges[-1] == 100 and len(edges) == 5
+    counts = np.bincount(ag._assign(x, edges), minlength=4)
+    assert counts.tolist() == [25, 25, 25, 25]  # equal-count bins, the max in the last one
+    # many ties: duplicate quantile edges are merged
+    tied = np.array([5.0] * 50 + [6.0, 7.0])
+    assert len(ag.bin_edges(tied, 8, "quantile")) <= 4
+    log = ag.bin_edges(np.array([0.0, 1, 10, 100, 1000]), 3, "log")
+    assert log[0] == 0 and log[-1] == 1000 and np.allclose(log[1:3], [10, 100])
+    assert ag.bin_edges(np.array([3.0, 3.0]), 5).tolist() == [3.0, 3.0]
+    assert np.allclose(ag.bin_edges(np.array([0.0, 10]), 2, "linear"), [0, 5, 10])
+    with pytest.raises(ValueError):
+        ag.bin_edges(np.array([1.0]), 2, "bogus")
+
+
+def test_aggregate_causal_and_correlational():
+    items = []
+    for a, (k1, k2) in enumerate([(0.4, 0.1), (0.6, 0.3), (0.5, 0.2)]):  # three automata
+        items += [
+            result(automaton=f"A{a}", count=100, kl_target=k1),
+            result(automaton=f"A{a}", count=300, kl_target=k2),
+            result(automaton=f"A{a}", count=300, kl_target=None),  # a repeat without target
+        ]
+    for a in range(8):  # correlational: one run per automaton at its realized count
+        items.append(
+            result(
+                automaton=f"C{a}",
+                intervention="none",
+                realized=50 * (a + 1),
+                kl_target=0.1 * (a + 1),
+            )
+        )
+    items.append(result(automaton="C9", intervention="none", realized=60, kl_target=float("nan")))
+    rows = ag.aggregate(ag.best_of_repeats(records(items)), bins=4)
+    causal = [r for r in rows if r.setting == "causal_exact"]
+    assert [(r.x, r.n) for r in causal] == [(100.0, 3), (300.0, 3)]
+    assert causal[0].mean == pytest.approx(0.5)
+    assert causal[0].sem == pytest.approx(np.std([0.4, 0.6, 0.5], ddof=1) / math.sqrt(3))
+    corr = [r for r in rows if r.setting == "correlational"]
+    assert len(corr) == 4 and sum(r.n for r in corr) == 8  # the NaN run is left out
+    assert all(r.x_kind == "occurrences" and r.x_min <= r.x <= r.x_max for r in corr)
+    assert corr[0].x == pytest.approx(75.0) and corr[0].mean == pytest.approx(0.15)
+    unweighted = ag.aggregate(ag.best_of_repeats(records(items)), metric="kl_target_unweighted")
+    assert next(r for r in unweighted if r.x == 100).mean == pytest.approx(1.0)
+
+
+def test_correlational_runs_serve_every_target_and_the_strings_axis():
+    occurrences = {
+        "count": {"state:odd": 120, "state:even": 40},
+        "strings": {"state:odd": 30, "state:even": 12},
+    }
+    kl = {"state": {"odd": 0.2, "even": 0.7}, "symbol": {"a": 0.1}}
+    corr = result(
+        intervention="none",
+        event="state:odd",
+        realized=120,
+        strings=30,
+        kl_target=0.2,
+        occurrences=occurrences,
+        kl=kl,
+    )
+    alo = result(
+        intervention="at_least_once", event="state:even", count=20, kl_target=0.5, automaton="B"
+    )
+    runs = records([corr, alo])
+    assert ag.default_targets(runs) == ["state:even"]
+    expanded = ag.expand_correlational(runs, ["state:even", "state:odd"])
+    even = next(r for r in expanded if r.setting == "correlational" and r.event == "state:even")
+    assert (even.realized_count, even.realized_strings, even.kl_target) == (40, 12, 0.7)
+    rows = ag.aggregate(ag.best_of_repeats(expanded), targets=["state:even"])
+    settings = {(r.setting, r.x_kind, r.x) for r in rows}
+    assert settings == {
+        ("causal_at_least_once", "strings", 20.0),
+        ("correlational", "occurrences", 40.0),
+        ("correlational_strings", "strings", 12.0),
+    }
+    # a causal run is only about its own event
+    assert ag.for_target(runs[1], "state:odd") is None
+
+
+def test_record_from_wandb_config_and_summary():
+    config = {
+        "data.count": "null",
+        "data.intervention": "none",
+        "model": "TransformerLanguageModel",
+        "data": {"event": "state:odd", "num_strings": 500, "weight_seed": 3},
+        "realized_count": 812,
+        "automaton_id": "abc",
+        "occurrences": {"count": {"state:rep": 9}, "strings": {"state:rep": 4}},
+    }
+    summary = {
+        "kl_total": 0.3,
+        "kl_target": 0.05,
+        "kl_target_unweighted": "NaN",
+        "kl/state/rep": 0.01,
+        "kl_unweighted/state/rep": 0.02,
+        "_step": 5,
+    }
+    rec = ag.record_from_wandb(config, summary, "e/p/r")
+    assert (rec.model, rec.intervention, rec.event, rec.count) == (
+        "TransformerLanguageModel",
+        "none",
+        "state:odd",
+        None,
+    )
+    assert (rec.realized_count, rec.num_strings, rec.automaton_id) == (812, 500, "abc")
+    assert (rec.kl_total, rec.kl_target, rec.kl_target_unweighted) == (0.3, 0.05, None)
+    rep = ag.for_target(rec, "state:rep")
+    assert (rep.realized_count, rep.realized_strings, rep.kl_target, rep.kl_target_unweighted) == (
+        9,
+        4,
+        0.01,
+        0.02,
+    )
+    nested = ag.record_from_wandb(
+        {
+            "model_class": "LSTMLanguageModel",
+            "data": {"intervention": "exact", "event": "symbol:a", "count": 7, "weight_seed": 1},
+        },
+        {"test/kl_total": 1.0},
+        "x",
+    )
+    assert nested.model == "LSTMLanguageModel" and nested.count == 7 and nested.kl_total == 1.0
+    assert nested.automaton_id.startswith("cfg:")
+
+
+def test_write_table_handles_nan(tmp_path):
+    rows = [
+        ag.CurveRow(
+            "state:odd",
+            "M",
+            "causal_exact",
+            "occurrences",
+            500,
+            1.0,
+            1.0,
+            1.0,
+            0.5,
+            float("nan"),
+            1,
+        )
+    ]
+    ag.write_table(rows, tmp_path / "t.csv")
+    lines = (tmp_path / "t.csv").read_text().splitlines()
+    assert lines[0] == "target,model,setting,x_kind,num_strings,x,x_min,x_max,mean,sem,n"
+    assert lines[1] == "state:odd,M,causal_exact,occurrences,500,1,1,1,0.5,,1"
+
+
+# --------------------------------------------------------------------------- the command
+
+
+@pytest.fixture
+def synthetic(tmp_path):
+    """Two architectures, two targets, causal + correlational, with repeats."""
+    rng = np.random.default_rng(0)
+    items = []
+    for model in ("LSTMLanguageModel", "TransformerLanguageModel"):
+        for event in ("state:odd", "state:rep"):
+            for a in range(5):
+                for count in (100, 200, 400, 800):
+                    for seed in range(2):
+                        kl = float(np.exp(-count / 300) * rng.uniform(0.5, 1.5))
+                        items.append(
+                            result(
+                                automaton=f"A{a}",
+                                model=model,
+                                event=event,
+                                count=count,
+                                kl_target=kl,
+                                seed=seed,
+                                kl_total=kl + rng.uniform(),
+                            )
+                        )
+        for a in range(30):
+            realized = {
+                "state:odd": int(rng.integers(50, 900)),
+                "state:rep": int(rng.integers(0, 900)),
+            }
+            kl = {"state": {e.split(":")[1]: float(np.exp(-v / 500)) for e, v in realized.items()}}
+            items.append(
+                result(
+                    automaton=f"C{a}",
+                    model=model,
+                    intervention="none",
+                    event="state:odd",
+                    realized=realized["state:odd"],
+                    kl_target=kl["state"]["odd"],
+                    kl=kl,
+                    occurrences={"count": realized, "strings": realized},
+                )
+            )
+    root = tmp_path / "runs"
+    write_results(root, items)
+    (root / "broken" / "results.json").parent.mkdir(parents=True)
+    (root / "broken" / "results.json").write_text("{not json")
+    return root
+
+
+def read_csv(path):
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def check_png(path, min_bytes=10_000):
+    import matplotlib.image
+
+    assert path.stat().st_size > min_bytes
+    image = matplotlib.image.imread(path)
+    assert image.ndim == 3 and image.shape[0] > 300 and image.shape[1] > 300
+    assert image.std() > 0.01  # not blank
+
+
+def test_analyze_figure_and_table(synthetic, tmp_path, capsys):
+    out = tmp_path / "fig" / "fig.png"
+    code, err = run_main(["analyze", str(synthetic), "--output", str(out), "--bins", "5"], capsys)
+    assert code == 0, err
+    assert "skipped 1 run(s)" in err and "broken" in err
+    check_png(out)
+    rows = read_csv(out.with_suffix(".csv"))
+    assert {r["target"] for r in rows} == {"state:odd", "state:rep"}
+    assert {r["model"] for r in rows} == {"LSTMLanguageModel", "TransformerLanguageModel"}
+    causal = [r for r in rows if r["setting"] == "causal_exact"]
+    assert sorted({float(r["x"]) for r in causal}) == [100, 200, 400, 800]
+    assert all(r["n"] == "5" and float(r["sem"]) > 0 for r in causal)  # best of 2 repeats x 5
+    corr = [r for r in rows if r["setting"] == "correlational"]
+    for target in ("state:odd", "state:rep"):  # every correlational run serves both targets
+        per = [r for r in corr if r["target"] == target and r["model"] == "LSTMLanguageModel"]
+        assert len(per) == 5 and sum(int(r["n"]) for r in per) == 30
+    # one target, another metric, pdf + svg
+    code, err = run_main(
+        [
+            "analyze",
+            str(synthetic),
+            "--output",
+            str(tmp_path / "f.pdf"),
+            "--target",
+            "state:rep",
+            "--metric",
+            "kl_total",
+        ],
+        capsys,
+    )
+    assert code == 0, err
+    assert (tmp_path / "f.pdf").read_bytes()[:4] == b"%PDF"
+    assert {r["target"] for r in read_csv(tmp_path / "f.csv")} == {"state:rep"}
+    code, err = run_main(
+        [
+            "analyze",
+            str(synthetic),
+            "--output",
+            str(tmp_path / "f.svg"),
+            "--binning",
+            "log",
+            "--logx",
+        ],
+        capsys,
+    )
+    assert code == 0 and "<svg" in (tmp_path / "f.svg").read_text()[:500]
+
+
+def test_analyze_bad_input(synthetic, tmp_path, capsys, monkeypatch):
+    out = str(tmp_path / "f.png")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    cases = [
+        (["analyze", str(empty), "--output", out], "no results.json found"),
+        (["analyze", str(tmp_path / "nowhere"), "--output", out], "not a directory"),
+        (["analyze", str(synthetic), "--output", out, "--target", "state:zz"], "state:zz"),
+        (["analyze", str(synthetic), "--output", str(tmp_path / "f.gif")], "must end in"),
+        (["analyze", str(synthetic), "--output", out, "--bins", "0"], "--bins"),
+        (["analyze", str(synthetic), "--output", out, "--metric", "acc"], "invalid choice"),
+    ]
+    for argv, message in cases:
+        code, err = run_main(argv, capsys)
+        last = err.strip().splitlines()[-1]  # after a warning about the broken results.json
+        assert code == 2 and message in last and "error:" in last, (argv, err)
+        assert not any(line.startswith("Traceback") for line in err.splitlines())
+    assert not (tmp_path / "f.png").exists()
+    # a W&B sweep path without credentials / with W&B switched off
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
+    started = time.monotonic()
+    code, err = run_main(["analyze", "ent/proj/abc123", "--output", out], capsys)
+    assert code == 2 and "no W&B API key" in err and err.count("\n") == 1
+    assert time.monotonic() - started < 5
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    code, err = run_main(["analyze", "ent/proj/abc123", "--output", out], capsys)
+    assert code == 2 and "WANDB_MODE=offline" in err and err.count("\n") == 1
+
+
+def test_analyze_reads_a_wandb_sweep(tmp_path, capsys, monkeypatch):
+    """The W&B path through a stand-in for ``wandb.Api`` (no network here)."""
+
+    def run(i, state="finished"):
+        config = {
+            "model": "LSTMLanguageModel",
+            "data.intervention": "exact",
+            "data.count": 100 * (1 + i % 2),
+            "data.event": "symbol:a",
+            "data": {"num_strings": 500},
+            "automaton_id": f"A{i // 2}",
+        }
+        summary = {"kl_total": 1.0, "kl_target": 0.1 * (1 + i)}
+        return types.SimpleNamespace(
+            config=config, summary=summary, state=state, path=["ent", "proj", f"r{i}"]
+        )
+
+    class Api:
+        def __init__(self, timeout=None):
+            pass
+
+        def sweep(self, path):
+            if path != "ent/proj/sw1":
+                raise ValueError(f"Could not find sweep {path}")
+            return types.SimpleNamespace(runs=[run(i) for i in range(6)] + [run(9, "crashed")])
+
+    monkeypatch.setitem(sys.modules, "wandb", types.SimpleNamespace(Api=Api))
+    monkeypatch.setenv("WANDB_API_KEY", "x" * 40)
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    out = tmp_path / "w.png"
+    code, err = run_main(["analyze", "ent/proj/sw1", "--output", str(out)], capsys)
+    assert code == 0, err
+    assert "skipped 1 run(s), e.g. ent/proj/r9: state crashed" in err
+    rows = read_csv(out.with_suffix(".csv"))
+    assert [(r["x"], r["n"]) for r in rows] == [("100", "3"), ("200", "3")]
+    code, err = run_main(["analyze", "ent/proj/sweeps/sw1", "--output", str(out)], capsys)
+    assert code == 0, err
+    code, err = run_main(["analyze", "ent/proj/missing", "--output", str(out)], capsys)
+    assert code == 2 and "Could not find sweep ent/proj/missing" in err
+
+
+def test_analyze_imports_no_lightning():
+    code = (
+        "import sys; from cfl_lightning.__main__ import main; "
+        "rc = main(['analyze', sys.argv[1], '--output', sys.argv[2]]); "
+        "bad = [m for m in ('lightning', 'wandb') if m in sys.modules]; "
+        "assert not bad, bad; sys.exit(rc)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code, "/nonexistent-dir", "/tmp/x.png"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 2 and "not a directory" in result.stderr
+
+
+# --------------------------------------------------------------------------- end to end
+
+TINY = """\
+method: grid
+parameters:
+{grid}
+  data.event:
+    value: "state:odd"
+  data.num_strings:
+    value: 100
+  data.val_strings:
+    value: 40
+  data.test_strings:
+    value: 100
+  data.device:
+    value: cpu
+  model.init_args.param_budget:
+    value: 4000
+  trainer.max_epochs:
+    value: 1
+  trainer.logger:
+    value: false
+command:
+  - ${{env}}
+  - ${{interpreter}}
+  - -m
+  - cfl_lightning
+  - fit
+  - --config
+  - configs/parity_starfree.yaml
+  - ${{args}}
+"""
+
+
+def cli(*args, env, cwd=REPO, timeout=600):
+    return subprocess.run(
+        [sys.executable, "-m", "cfl_lightning", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+@pytest.mark.slow
+def test_offline_sweeps_then_analyze_end_to_end(tmp_path):
+    causal = tmp_path / "causal.yaml"
+    causal.write_text(
+        TINY.format(
+            grid=(
+                "  model:\n    value: LSTMLanguageModel\n"
+                "  data.weight_seed:\n    values: [0, 1]\n"
+                "  data.intervention:\n    value: exact\n"
+                "  data.count:\n    values: [60, 180]"
+            )
+        )
+    )
+    corr = tmp_path / "corr.yaml"
+    corr.write_text(
+        TINY.format(
+            grid=(
+                "  model:\n    value: LSTMLanguageModel\n"
+                "  data.weight_seed:\n    values: [2, 3]\n"
+                "  data.intervention:\n    value: none\n"
+                '  data.count:\n    value: "null"'
+            )
+        )
+    )
+    env = dict(os.environ, WANDB_MODE="disabled", CFL_LIGHTNING_CACHE=str(tmp_path / "cache"))
+    out = tmp_path / "out"
+    done = cli("sweep", str(causal), "--output", str(out / "causal"), "--parallel", "2", env=env)
+    assert done.returncode == 0, done.stderr
+    assert "4 done, 0 skipped (already done), 0 failed of 4 points" in done.stderr
+    done = cli("sweep", str(corr), "--output", str(out / "corr"), "--parallel", "2", env=env)
+    assert done.returncode == 0, done.stderr
+    runs = sorted((out / "causal").iterdir())
+    assert len(runs) == 4 and all((r / "params.json").is_file() for r in runs)
+    assert all(len(list(r.rglob("results.json"))) == 1 for r in runs)
+    # resumable: nothing left to do
+    again = cli("sweep", str(causal), "--output", str(out / "causal"), env=env)
+    assert again.returncode == 0 and "0 done, 4 skipped (already done)" in again.stderr
+    fig = tmp_path / "fig.png"
+    shown = cli("analyze", str(out), "--output", str(fig), "--bins", "3", env=env)
+    assert shown.returncode == 0, shown.stderr
+    check_png(fig)
+    rows = read_csv(tmp_path / "fig.csv")
+    assert {r["target"] for r in rows} == {"state:odd"}
+    causal_rows = [r for r in rows if r["setting"] == "causal_exact"]
+    assert [float(r["x"]) for r in causal_rows] == [60.0, 180.0]
+    assert all(r["n"] == "2" and float(r["mean"]) > 0 for r in causal_rows)
+    corr_rows = [r for r in rows if r["setting"] == "correlational"]
+    assert 1 <= len(corr_rows) <= 2 and sum(int(r["n"]) for r in corr_rows) == 2
+
+
+def test_plot_many_targets_and_both_axes(tmp_path):
+    from cfl_lightning.analysis.plot import plot_curves, target_title
+
+    rows = []
+    for t in range(9):
+        for setting, kind in (("causal_exact", "occurrences"), ("correlational", "occurrences")):
+            for x in (10.0, 20.0, 40.0):
+                rows.append(
+                    ag.CurveRow(
+                        f"state:q{t}",
+                        "LSTMLanguageModel",
+                        setting,
+                        kind,
+                        500,
+                        x,
+                        x,
+                        x,
+                        1.0 / x,
+                        0.01,
+                        3,
+                    )
+                )
+    rows.append(
+        ag.CurveRow(
+            "state:q1",
+            "M",
+            "causal_at_least_once",
+            "strings",
+            500,
+            5.0,
+            5.0,
+            5.0,
+            -1.0,
+            float("nan"),
+            1,
+        )
+    )  # non-positive mean on a log axis
+    out = plot_curves(rows, tmp_path / "many.png", metric="kl_total", title="t")
+    check_png(out)
+    assert target_title("transition:q1:a") == "transition q1 -a->"
+    assert target_title("symbol:b") == "symbol b"
