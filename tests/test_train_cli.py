@@ -188,3 +188,20 @@ def test_lstm_learns_parity_starfree_with_default_config(tmp_path, capsys):
               f"wall={elapsed:.1f}s")
     assert results["realized_count"] == results["count"] == 1500
     assert results["kl_total"] < 0.05
+
+
+def test_default_root_dir_moves_every_output(tmp_path, capsys, monkeypatch):
+    """A shipped config with --trainer.default_root_dir=DIR writes logs and results under DIR;
+    under a W&B agent (WANDB_RUN_ID) the CSV version is the run id."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("WANDB_RUN_ID", "agentrun42")
+    root = tmp_path / "elsewhere"
+    shrink = [arg for arg in tiny_args(root) if not arg.startswith(("--data.generator",
+              "--data.eta", "--data.intervention", "--data.event", "--data.count"))]
+    config = str(ROOT / "configs" / "parity_starfree.yaml")
+    code = main(["fit", "--config", config, *shrink, "--data.count=60"])
+    assert code == 0
+    out = capsys.readouterr().out
+    path = Path(out.strip().splitlines()[-1].split("results: ", 1)[1])
+    assert path == root / "csv" / "agentrun42" / "results.json" and path.exists()
+    assert not (tmp_path / "runs").exists()

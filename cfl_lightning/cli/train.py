@@ -110,6 +110,32 @@ def _cli_class() -> type:
             )
             parser.set_defaults({"model": {"class_path": "cfl_lightning.models.LSTMLanguageModel"}})
 
+        def before_instantiate_classes(self) -> None:
+            """Resolve logger directories against ``trainer.default_root_dir``.
+
+            A relative logger ``save_dir`` (the configs use ``.``) is taken relative to the run's
+            root directory, so ``--trainer.default_root_dir=DIR`` moves logs, checkpoints and
+            ``results.json`` together. Under a W&B agent (``WANDB_RUN_ID`` set) an unversioned
+            CSV logger uses the run id as its version, so agents sharing a directory never
+            collide.
+            """
+            config = self.config[self.subcommand] if self.subcommand else self.config
+            trainer = config.get("trainer")
+            loggers = trainer.get("logger") if trainer is not None else None
+            if not isinstance(loggers, list):
+                loggers = [loggers] if loggers is not None and hasattr(loggers, "init_args") else []
+            root = trainer.get("default_root_dir") or os.getcwd() if trainer is not None else "."
+            run_id = os.environ.get("WANDB_RUN_ID")
+            for entry in loggers:
+                init = getattr(entry, "init_args", None)
+                if init is None:
+                    continue
+                save_dir = init.get("save_dir")
+                if save_dir is not None and not os.path.isabs(str(save_dir)):
+                    init["save_dir"] = os.path.normpath(os.path.join(str(root), str(save_dir)))
+                if run_id and str(entry.class_path).endswith("CSVLogger") and init.get("version") is None:
+                    init["version"] = run_id
+
         def instantiate_trainer(self, **kwargs: Any) -> Any:
             # Without a configured logger, log to CSV under default_root_dir (no TensorBoard here).
             config = self._get(self.config_init, "trainer", default={})
@@ -125,7 +151,11 @@ def _cli_class() -> type:
             # (only used by the "random" generator). Log both, nested, instead.
             model = {k: v for k, v in self.model.hparams.items() if not k.startswith("_")}
             model.update(getattr(self.model, "size_summary", {}))
-            params: dict[str, Any] = {"model": model, "model_class": type(self.model).__name__}
+            # "model_hparams", not "model": a W&B sweep parameter named "model" locks that key.
+            params: dict[str, Any] = {
+                "model_hparams": model,
+                "model_class": type(self.model).__name__,
+            }
             if self.datamodule is not None:
                 data = getattr(self.datamodule, "hparams", {})
                 params["data"] = {k: v for k, v in data.items() if not k.startswith("_")}
@@ -171,7 +201,14 @@ def _cli_class() -> type:
             self.results_path = write_results(path, self.results)
             summary = {
                 key: self.results[key]
-                for key in ("realized_count", "expected_count", "automaton_id", "num_parameters")
+                for key in (
+                    "realized_count",
+                    "realized_strings",
+                    "expected_count",
+                    "automaton_id",
+                    "num_parameters",
+                    "occurrences",
+                )
             }
             for logger in trainer.loggers:
                 logger.log_hyperparams(summary)
