@@ -289,3 +289,17 @@ def test_random_generator_is_valid_for_many_seeds():
         pfsa = random_pfsa(12, 4, seed, seed)
         assert all(pfsa.coaccessible())
         assert float(pfsa.allsum()) == pytest.approx(1.0, abs=1e-9)
+
+
+def test_inverse_cdf_never_picks_zero_weights():
+    from cfl_lightning.sampling.draw import inverse_cdf
+
+    weights = torch.tensor([[0.0, 0.5, 0.0, 0.5, 0.0], [0.0, 0.0, 1.0, 0.0, 0.0]], dtype=torch.float64)
+    u = torch.tensor([0.0, 0.0], dtype=torch.float64)
+    assert inverse_cdf(weights, u).tolist() == [1, 2]
+    # u * total rounding up to the total (u = 1 here) falls back to the last positive entry
+    assert inverse_cdf(weights, torch.ones(2, dtype=torch.float64)).tolist() == [3, 2]
+    draws = inverse_cdf(weights[:1].expand(20_000, -1), torch.rand(20_000, dtype=torch.float64,
+                        generator=torch.Generator().manual_seed(0)))
+    counts = torch.bincount(draws, minlength=5)
+    assert counts[0] == counts[2] == counts[4] == 0 and abs(int(counts[1]) - 10_000) < 400

@@ -31,6 +31,7 @@ import torch
 from torch import Tensor
 
 from cfl_lightning.errors import InterventionError
+from cfl_lightning.sampling.draw import inverse_cdf
 
 __all__ = ["CountLaw", "split_exact", "split_at_least"]
 
@@ -153,10 +154,7 @@ def _sample_split(
                 "the count is unreachable: no split of a block total has positive probability"
             )
         u = torch.rand(t.numel(), generator=gen, dtype=torch.float64)
-        cum = weights.cumsum(1)
-        pick = (cum <= (u * cum[:, -1])[:, None]).sum(1)
-        pick = torch.minimum(pick, valid.sum(1) - 1)
-        out[sl] = l + pick
+        out[sl] = l + inverse_cdf(weights, u)
     return out
 
 
@@ -301,11 +299,7 @@ def split_at_least(
     rows = 1 if draws is None else draws
     u = torch.rand(rows, generator=gen, dtype=torch.float64)
     probs = torch.softmax(logw, 0)
-    pick = (probs.cumsum(0)[None, :] <= u[:, None]).sum(1).clamp(max=probs.numel() - 1)
-    positive = torch.nonzero(probs > 0).flatten()
-    # Rounding at the top end: fall back to the last positive weight.
-    pick = torch.where(probs[pick] > 0, pick, positive[-1])
-    chosen = j[pick]
+    chosen = j[inverse_cdf(probs.cumsum(0).expand(rows, -1), u, cumulative=True)]
     lattice = _split_tree(powers, k, chosen, gen) if k > 1 else chosen[:, None]
     counts = law.low + law.period * lattice
     return counts[0] if draws is None else counts

@@ -28,30 +28,12 @@ from torch import Tensor
 from cfl_lightning.automata.pfsa import PFSA
 from cfl_lightning.progress import Progress
 from cfl_lightning.sampling.corpus import Corpus
+from cfl_lightning.sampling.draw import inverse_cdf
 from cfl_lightning.semiring.backward import ScaledBins
 
 __all__ = ["sample_paths", "walk"]
 
 Picker = Callable[[Tensor, Tensor, Tensor], Tensor]
-
-
-def _inverse_cdf(weights: Tensor, u: Tensor, cumulative: bool = False) -> Tensor:
-    """Index drawn from each row of ``weights`` ``[B, A]`` (non-negative) with uniforms ``[B]``.
-
-    Picks the first index whose cumulative weight exceeds ``u * total``, so a zero-weight entry is
-    never picked; when rounding pushes ``u * total`` to the top (probability ~1e-16) the row falls
-    back to its last positive entry. With ``cumulative=True`` the rows are already cumulative.
-    """
-    cum = weights if cumulative else weights.cumsum(dim=1)
-    threshold = u * cum[:, -1]
-    pick = (cum <= threshold[:, None]).sum(dim=1)
-    top = weights.shape[1] - 1
-    bad = pick > top
-    if bool(bad.any()):
-        rows = cum[bad]
-        steps = torch.diff(rows, dim=1, prepend=torch.zeros_like(rows[:, :1]))
-        pick[bad] = top - (steps > 0).flip(1).int().argmax(dim=1)
-    return pick
 
 
 def walk(
@@ -136,7 +118,7 @@ def _table_picker(cumulative: Tensor) -> Picker:
     """Pick by a per-state cumulative table ``[Q, |S| + 1]`` (the budget is ignored)."""
 
     def pick(states: Tensor, budgets: Tensor, u: Tensor) -> Tensor:
-        return _inverse_cdf(cumulative.index_select(0, states), u, cumulative=True)
+        return inverse_cdf(cumulative.index_select(0, states), u, cumulative=True)
 
     return pick
 
@@ -178,14 +160,14 @@ def _conditioned_picker(pfsa: PFSA, event_fn: Tensor, bins: ScaledBins, clamp: b
     def pick(states: Tensor, budgets: Tensor, u: Tensor) -> Tensor:
         busy = torch.nonzero(budgets > 0).squeeze(1)
         if busy.numel() == 0:
-            return _inverse_cdf(table.index_select(0, states), u, cumulative=True)
+            return inverse_cdf(table.index_select(0, states), u, cumulative=True)
         out = torch.empty_like(states)
         idle = torch.nonzero(budgets == 0).squeeze(1)
         if idle.numel():
             rows = table.index_select(0, states.index_select(0, idle))
-            out.index_copy_(0, idle, _inverse_cdf(rows, u.index_select(0, idle), cumulative=True))
+            out.index_copy_(0, idle, inverse_cdf(rows, u.index_select(0, idle), cumulative=True))
         weights = action_weights(states.index_select(0, busy), budgets.index_select(0, busy))
-        out.index_copy_(0, busy, _inverse_cdf(weights, u.index_select(0, busy)))
+        out.index_copy_(0, busy, inverse_cdf(weights, u.index_select(0, busy)))
         return out
 
     return pick
