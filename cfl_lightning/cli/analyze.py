@@ -25,7 +25,7 @@ import os
 import sys
 from pathlib import Path
 
-from cfl_lightning.cli.common import ArgumentParser, run_command
+from cfl_lightning.cli.common import ArgumentParser, command_args, run_command
 
 __all__ = ["main", "build_parser"]
 
@@ -75,9 +75,7 @@ def _sweep_path(text: str) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] == "analyze":
-        argv = argv[1:]
+    argv = command_args(argv, "analyze")
     parser = build_parser()
     args = parser.parse_args(argv)
     output = Path(args.output)

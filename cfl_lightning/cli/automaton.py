@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 
-from cfl_lightning.cli.common import ArgumentParser, run_command
+from cfl_lightning.cli.common import ArgumentParser, command_args, run_command
 
 __all__ = ["main", "build_parser"]
 
@@ -43,9 +43,7 @@ def build_parser() -> ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] == "automaton":
-        argv = argv[1:]
+    argv = command_args(argv, "automaton")
     args = build_parser().parse_args(argv)
 
     def body() -> int:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from cfl_lightning.errors import CflError
 
-__all__ = ["run_command", "ArgumentParser"]
+__all__ = ["run_command", "ArgumentParser", "command_args"]
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -17,6 +17,12 @@ class ArgumentParser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         sys.stderr.write(f"{self.prog}: error: {message}\n")
         raise SystemExit(2)
+
+
+def command_args(argv: list[str] | None, command: str) -> list[str]:
+    """The arguments after ``command`` (``argv`` as dispatched by ``__main__``, or ``sys.argv``)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    return args[1:] if args and args[0] == command else args
 
 
 def run_command(body: Callable[[], int | None], prog: str) -> int:

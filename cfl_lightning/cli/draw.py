@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from cfl_lightning.cli.common import ArgumentParser, run_command
+from cfl_lightning.cli.common import ArgumentParser, command_args, run_command
 
 __all__ = ["main", "build_parser"]
 
@@ -37,9 +37,7 @@ def build_parser() -> ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] == "draw":
-        argv = argv[1:]
+    argv = command_args(argv, "draw")
     parser = build_parser()
     args = parser.parse_args(argv)
     suffix = Path(args.output).suffix.lstrip(".").lower()
