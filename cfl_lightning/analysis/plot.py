@@ -180,7 +180,12 @@ def plot_curves(
                 color="0.4",
             )
         if logx:
-            ax.set_xscale("symlog", linthresh=1.0)
+            xs = np.array([r.x for c in curves.values() for r in c], dtype=float)
+            if xs.size and np.nanmin(xs) > 0:
+                ax.set_xscale("log")
+            else:  # a zero count: linear up to 1, logarithmic beyond, nothing below 0
+                ax.set_xscale("symlog", linthresh=1.0)
+                ax.set_xlim(left=0)
         ax.grid(True, which="major", alpha=0.3)
         ax.tick_params(which="both", labelsize=8)
     for row in range(nrows):
