@@ -7,11 +7,9 @@ one standard error, log y axis -- the layout of the paper's Figures 2, 4 and 5.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import re
-import tempfile
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from cfl_lightning.analysis.aggregate import CurveRow
+from cfl_lightning.io import atomic_open
 
 __all__ = ["plot_curves", "target_title", "model_label", "METRIC_LABELS", "FORMATS"]
 
@@ -252,15 +251,6 @@ def _log_y(ax: object) -> None:
 
 
 def _save(fig: object, path: Path, fmt: str, dpi: int) -> None:
-    """``savefig`` to a temporary file with the right extension, then rename onto ``path``."""
-    directory = path.parent if str(path.parent) else Path(".")
-    directory.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=f".{fmt}", dir=directory)
-    os.close(fd)
-    try:
-        fig.savefig(tmp, format=fmt, dpi=dpi)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    """``savefig`` into a temporary file beside ``path``, renamed onto it on success."""
+    with atomic_open(path, "wb") as handle:
+        fig.savefig(handle, format=fmt, dpi=dpi)
