@@ -578,17 +578,28 @@ def _start(point: SweepPoint, command: list[str], env: Mapping[str, str]) -> _Ru
 
 
 def _install_sigterm() -> Any:
-    """Turn SIGTERM into KeyboardInterrupt (so children are terminated), return the old handler."""
+    """Turn SIGTERM and SIGINT into KeyboardInterrupt (so children are terminated).
+
+    SIGINT is set explicitly because a process started in the background (``nohup``, CI
+    runners) inherits it ignored, and then Ctrl-C or ``kill -INT`` would leave orphans running.
+
+    Returns:
+        the previous handlers, to restore.
+    """
 
     def handler(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
 
     try:
-        return signal.signal(signal.SIGTERM, handler)
+        return (
+            signal.signal(signal.SIGTERM, handler),
+            signal.signal(signal.SIGINT, signal.default_int_handler),
+        )
     except ValueError:  # not the main thread: leave signals alone
         return None
 
 
 def _restore_sigterm(previous: Any) -> None:
     if previous is not None:
-        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGTERM, previous[0])
+        signal.signal(signal.SIGINT, previous[1])
