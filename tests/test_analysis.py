@@ -601,3 +601,33 @@ def test_plot_many_targets_and_both_axes(tmp_path):
     check_png(out)
     assert target_title("transition:q1:a") == "transition q1 -a->"
     assert target_title("symbol:b") == "symbol b"
+
+
+@pytest.mark.parametrize("xs,scale", [((50, 200, 800), "log"), ((0, 200, 800), "symlog")])
+def test_logx_axis(tmp_path, monkeypatch, xs, scale):
+    """--logx: a plain log axis when every count is positive (no negative tick labels)."""
+    from cfl_lightning.analysis import plot
+
+    captured = {}
+    monkeypatch.setattr(plot, "_save", lambda fig, path, fmt, dpi: captured.setdefault("fig", fig))
+    rows = [
+        ag.CurveRow("state:odd", "LSTMLanguageModel", "causal_exact", "occurrences", 300,
+                    float(x), float(x), float(x), 0.1 / (i + 1), 0.01, 4)
+        for i, x in enumerate(xs)
+    ]
+    plot.plot_curves(rows, tmp_path / "f.png", logx=True)
+    ax = captured["fig"].axes[0]
+    assert ax.get_xscale() == scale
+    assert ax.get_xlim()[0] >= 0 or scale == "log"
+
+
+def test_outputs_are_readable_by_others(tmp_path):
+    """Atomic writes start from a 0600 temporary file; the result has the usual mode."""
+    from cfl_lightning.io import atomic_write_text
+
+    mask = os.umask(0o022)
+    try:
+        atomic_write_text(tmp_path / "x.json", "{}")
+    finally:
+        os.umask(mask)
+    assert (tmp_path / "x.json").stat().st_mode & 0o777 == 0o644
