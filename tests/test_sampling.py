@@ -39,6 +39,10 @@ def test_unconstrained_string_law(small, device):
     observed = Counter(map(tuple, corpus.to_lists()))
     expected = {s: p for s, (p, _) in strings.items()}
     assert chi_square_pvalue(observed, expected, len(corpus)) > ALPHA
+    # Negative control: the law of strings without the event is rejected.
+    p0 = sum(p for p, c in strings.values() if c == 0)
+    wrong = {s: p / p0 for s, (p, c) in strings.items() if c == 0}
+    assert chi_square_pvalue(observed, wrong, len(corpus)) < ALPHA
     # Counts are recorded exactly.
     for k in range(50):
         s = tuple(corpus.string(k))
@@ -80,6 +84,9 @@ def test_at_least_path_law(small):
     expected = {s: p / tail for s, (p, c) in strings.items() if c >= n}
     observed = Counter(map(tuple, corpus.to_lists()))
     assert chi_square_pvalue(observed, expected, len(corpus)) > ALPHA
+    # Negative control: the exact-count law (count == n) is rejected.
+    wrong = {s: p / pmf[n] for s, (p, c) in strings.items() if c == n}
+    assert chi_square_pvalue(observed, wrong, len(corpus)) < ALPHA
 
 
 def compositions(total, k):
@@ -126,6 +133,8 @@ def test_split_uniform_compositions_far_tail():
     expected = np.histogram(j, bins=bins, weights=prob)[0]
     obs = Counter({i: int(v) for i, v in enumerate(observed)})
     assert chi_square_pvalue(obs, dict(enumerate(expected)), 600) > ALPHA
+    # Negative control: a uniform first count is rejected.
+    assert chi_square_pvalue(obs, {i: 0.1 for i in range(10)}, 600) < ALPHA
 
 
 def test_split_at_least_joint_law(small):
@@ -147,6 +156,10 @@ def test_split_at_least_joint_law(small):
     expected = {c: w / z for c, w in expected.items()}
     assert all(sum(c) >= n for c in draws)
     assert chi_square_pvalue(draws, expected, 6000) > ALPHA
+    # Negative control: the law conditioned on the sum being exactly n is rejected.
+    exact = {c: w for c, w in expected.items() if sum(c) == n}
+    z = sum(exact.values())
+    assert chi_square_pvalue(draws, {c: w / z for c, w in exact.items()}, 6000) < ALPHA
 
 
 def corpus_marginal_exact(strings, pmf, k, n):
@@ -197,6 +210,9 @@ def test_at_least_once_corpus_law(small):
         last[tuple(c.string(k - 1))] += 1
     assert chi_square_pvalue(first, expected, runs) > ALPHA
     assert chi_square_pvalue(last, expected, runs) > ALPHA
+    # Negative control: every string conditioned on containing the event is rejected.
+    wrong = {s: p / (1 - p0) for s, (p, c) in strings.items() if c > 0}
+    assert chi_square_pvalue(first, wrong, runs) < ALPHA
 
 
 def test_at_least_total_law(small):
@@ -210,6 +226,9 @@ def test_at_least_total_law(small):
         assert c.total_count >= n
         totals[c.total_count] += 1
     assert chi_square_pvalue(totals, expected, 400) > ALPHA
+    # Negative control: the same law shifted up by one occurrence is rejected.
+    shifted = {s + 1: p for s, p in expected.items()}
+    assert chi_square_pvalue(totals, shifted, 400) < ALPHA
 
 
 @pytest.mark.parametrize("factor", [0, 20])
