@@ -1,0 +1,92 @@
+"""M LSTM language models evaluated at once from stacked ``[M, ...]`` weights.
+
+The network is :class:`~cfl_lightning.models.LSTMLanguageModel`'s (embedding -> dropout ->
+LSTM -> dropout -> linear -> log-softmax, dropout between LSTM layers), written with batched
+matrix products over the member axis: the input projection of all positions is one ``baddbmm``,
+each time step one ``baddbmm`` plus element-wise gates (PyTorch's gate order ``i, f, g, o``).
+cuDNN's fused LSTM cannot be batched over weights (``vmap`` has no rule for it), hence the
+explicit recurrence; ``benchmarks/bench_ensemble.py`` compares it with ``vmap``.
+
+Inputs are packed rows (:class:`~cfl_lightning.ensemble.packing.PackedBatch`): the hidden and
+cell states are reset to zero wherever ``position == 0`` (a string starts), which is the state
+``nn.LSTM`` starts every string from.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+__all__ = ["StackedLSTM"]
+
+
+class StackedLSTM:
+    """Functional forward of M LSTM language models sharing one architecture.
+
+    Args:
+        num_layers: LSTM layers.
+        dropout: dropout probability (embeddings, between layers, before the output layer).
+    """
+
+    def __init__(self, num_layers: int, dropout: float) -> None:
+        self.num_layers, self.dropout = int(num_layers), float(dropout)
+
+    @classmethod
+    def from_model(cls, model: torch.nn.Module) -> StackedLSTM:
+        """The stacked twin of an ``LSTMLanguageModel`` (its layer count and dropout)."""
+        return cls(model.net.lstm.num_layers, model.net.dropout.p)
+
+    def __call__(
+        self, w: dict[str, Tensor], input_ids: Tensor, position: Tensor, slot: Tensor, training: bool
+    ) -> Tensor:
+        """``[M, R, L]`` packed token ids -> ``[M, R, L, S+1]`` log-probabilities.
+
+        Args:
+            w: ``[M, ...]`` stacked parameters named as in the model's state dict.
+            input_ids: ``[M, R, L]`` int64.
+            position: ``[M, R, L]`` position inside the string (0 resets the state).
+            slot: unused (the recurrence needs only the resets); for a common signature.
+            training: apply dropout.
+        """
+        members, rows, length = input_ids.shape
+        p = self.dropout if training else 0.0
+        embedding = w["net.embedding.weight"]  # [M, V, H]
+        index = torch.arange(members, device=input_ids.device)[:, None, None]
+        x = F.dropout(embedding[index, input_ids], p, training)  # [M, R, L, H]
+        keep = (position != 0).to(x.dtype).unsqueeze(-1)  # [M, R, L, 1]
+        for layer in range(self.num_layers):
+            if layer > 0:
+                x = F.dropout(x, p, training)
+            x = self._layer(w, layer, x, keep)
+        x = F.dropout(x, p, training)
+        hidden = x.shape[-1]
+        logits = torch.baddbmm(
+            w["net.output.bias"].unsqueeze(1),
+            x.reshape(members, rows * length, hidden),
+            w["net.output.weight"].transpose(1, 2),
+        )
+        return torch.log_softmax(logits, dim=-1).view(members, rows, length, -1)
+
+    @staticmethod
+    def _layer(w: dict[str, Tensor], layer: int, x: Tensor, keep: Tensor) -> Tensor:
+        members, rows, length, width = x.shape
+        w_ih, w_hh = w[f"net.lstm.weight_ih_l{layer}"], w[f"net.lstm.weight_hh_l{layer}"]
+        bias = (w[f"net.lstm.bias_ih_l{layer}"] + w[f"net.lstm.bias_hh_l{layer}"]).unsqueeze(1)
+        gates_in = torch.baddbmm(
+            bias, x.reshape(members, rows * length, width), w_ih.transpose(1, 2)
+        ).view(members, rows, length, -1)
+        w_hh_t = w_hh.transpose(1, 2)  # [M, H, 4H]
+        hidden = w_hh.shape[-1]
+        h = x.new_zeros(members, rows, hidden)
+        c = x.new_zeros(members, rows, hidden)
+        outputs = []
+        for t in range(length):
+            k = keep[:, :, t]
+            h, c = h * k, c * k
+            gates = torch.baddbmm(gates_in[:, :, t], h, w_hh_t)
+            i, f, g, o = gates.chunk(4, dim=-1)
+            c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+            h = torch.sigmoid(o) * torch.tanh(c)
+            outputs.append(h)
+        return torch.stack(outputs, dim=2)

@@ -1,0 +1,249 @@
+"""Ensembles: batched members must train exactly as their own sequential runs.
+
+The reference is always the shipped path: the real model class and ``PFADataModule`` driven by a
+Lightning ``Trainer`` with the CLI's clipping, early stopping and checkpointing.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import warnings
+
+import lightning
+import numpy as np
+import pytest
+import torch
+from lightning.pytorch.callbacks import Callback, EarlyStopping, ModelCheckpoint
+
+from cfl_lightning.data import PFADataModule
+from cfl_lightning.data.batching import collate
+from cfl_lightning.ensemble import (
+    EnsembleTrainer,
+    PackedCorpora,
+    ParameterLayout,
+    StackedAdam,
+    TrainSettings,
+    clip_rows_,
+    stacked_network,
+)
+from cfl_lightning.models import LSTMLanguageModel, TransformerLanguageModel
+
+logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
+MODELS = {"lstm": LSTMLanguageModel, "transformer": TransformerLanguageModel}
+# members differ in corpus (data seed, count, size: different numbers of batches per epoch)
+DATA = [
+    dict(seed=0, count=30, num_strings=40),
+    dict(seed=1, count=60, num_strings=90),
+    dict(seed=0, count=45, num_strings=25),
+]
+
+
+def build(arch: str, seed: int, data: dict, dropout: float = 0.0, lr: float = 0.01):
+    """Seed, data module, model: the order in which ``python -m cfl_lightning fit`` builds them."""
+    lightning.seed_everything(seed, verbose=False)
+    dm = PFADataModule(
+        generator="parity", eta=0.3, intervention="exact", event="state:odd", val_strings=20,
+        test_strings=0, cache_dir="none", device="cpu", **data,
+    )
+    model = MODELS[arch](
+        num_symbols=dm.num_symbols, param_budget=8000, dropout=dropout, lr=lr, lr_patience=0
+    )
+    return model, dm
+
+
+class _Record(Callback):
+    def __init__(self) -> None:
+        self.losses: list[float] = []
+        self.vals: list[float] = []
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx) -> None:
+        self.losses.append(float(outputs["loss"]))
+
+    def on_train_epoch_end(self, trainer, module) -> None:
+        self.vals.append(float(trainer.callback_metrics["val/kl_per_string"]))
+
+
+def sequential(model, dm, tmp_path, *, epochs: int, patience: int, precision: str = "64-true"):
+    """Train like the CLI (clip 5, early stopping, best checkpoint); returns what it saw."""
+    record = _Record()
+    checkpoint = ModelCheckpoint(monitor="val/kl_per_string", dirpath=tmp_path, save_top_k=1)
+    trainer = lightning.Trainer(
+        max_epochs=epochs, precision=precision, gradient_clip_val=5.0, logger=False,
+        enable_progress_bar=False, enable_model_summary=False, accelerator="cpu",
+        callbacks=[record, EarlyStopping("val/kl_per_string", patience=patience), checkpoint],
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer.fit(model, datamodule=dm)
+    best = torch.load(checkpoint.best_model_path, weights_only=True)["state_dict"]
+    return record, trainer.current_epoch, float(checkpoint.best_model_score), best
+
+
+@pytest.mark.parametrize("arch", ["lstm", "transformer"])
+def test_packed_forward_matches_each_model(arch):
+    models, dms = zip(*(build(arch, i, d) for i, d in enumerate(DATA)))
+    models = [m.double().eval() for m in models]
+    for dm in dms:
+        dm.setup("fit")
+    layout = ParameterLayout.of(models[0])
+    params = layout.stack(models)
+    packed = PackedCorpora(
+        [d.tokenized("train") for d in dms], [d.batches("train") for d in dms],
+        [d.pfsa.next_symbol_probs() for d in dms], dms[0].pad_id,
+    )
+    net = stacked_network(models[0])
+    rng = np.random.default_rng(0)
+    for trial in range(5):
+        local = [int(rng.integers(packed.num_batches[m])) for m in range(len(dms))]
+        local[1] = -1 if trial == 4 else local[1]  # an idle member
+        ids = np.array([packed.first_batch[m] + b if b >= 0 else -1 for m, b in enumerate(local)])
+        batch = packed.step(ids)
+        log_probs = net(layout.views(params), batch.input_ids, batch.position, batch.slot, False)
+        for m, b in enumerate(local):
+            if b < 0:
+                assert not batch.mask[m].any() and batch.strings[m] == 0
+                continue
+            ref = collate(
+                dms[m].tokenized("train"), dms[m].batches("train")[b],
+                dms[m].pfsa.next_symbol_probs().float(), dms[m].pad_id,
+            )
+            real = batch.mask[m]
+            assert int(batch.strings[m]) == ref["input_ids"].shape[0]
+            assert torch.equal(batch.target_ids[m][real], ref["target_ids"][ref["mask"]])
+            assert torch.equal(batch.states[m][real], ref["states"][ref["mask"]])
+            assert torch.equal(batch.target_probs[m][real], ref["target_probs"][ref["mask"]])
+            want = models[m](ref["input_ids"])[ref["mask"]]
+            torch.testing.assert_close(log_probs[m][real], want, rtol=0, atol=1e-12)
+
+
+def test_packing_wastes_at_most_about_twice_the_real_positions():
+    dm = build("lstm", 0, dict(seed=0, count=300, num_strings=400))[1]
+    other = build("lstm", 1, dict(seed=1, count=300, num_strings=400))[1]
+    packed = PackedCorpora(
+        [d.tokenized("train") for d in (dm, other)], [d.batches("train") for d in (dm, other)],
+        [d.pfsa.next_symbol_probs() for d in (dm, other)], dm.pad_id,
+    )
+    # shortest batch of one member against the longest of the other: the worst pairing
+    ids = np.array([packed.first_batch[0], packed.first_batch[1] + packed.num_batches[1] - 1])
+    batch = packed.step(ids)
+    widths = [int(packed.batch_width[g]) for g in ids]
+    padded = len(ids) * max(int(packed.batch_size[g]) for g in ids) * max(widths)
+    cells = batch.mask.numel()
+    real = int(batch.mask.sum())
+    assert real == int(dm.tokenized("train").positions[dm.batches("train")[0]].sum()) + int(
+        other.tokenized("train").positions[other.batches("train")[-1]].sum()
+    )
+    assert cells <= 2 * len(ids) * max(widths) + 2 * real  # packed: about 2x the real positions
+    assert cells * 4 < padded  # naive padding of this pairing is several times larger
+
+
+@pytest.mark.parametrize("arch", ["lstm", "transformer"])
+def test_members_train_exactly_as_sequential_runs(arch, tmp_path):
+    """float64, dropout 0: step losses, validation, LR plateaus, stops, best checkpoints."""
+    epochs, patience = 6, 1
+    refs = [
+        sequential(*build(arch, i, d, lr=0.05), tmp_path / str(i), epochs=epochs, patience=patience)
+        for i, d in enumerate(DATA)
+    ]
+    models, dms = zip(*(build(arch, i, d, lr=0.05) for i, d in enumerate(DATA)))
+    trainer = EnsembleTrainer(
+        [m.double() for m in models], list(dms),
+        TrainSettings(max_epochs=epochs, patience=patience), record_steps=True,
+    )
+    outcomes = trainer.fit()
+    assert len({len(r[0].losses) for r in refs}) > 1  # members had different step counts
+    assert any(r[1] < epochs for r in refs)  # some member stopped early (compaction ran)
+    for (record, ep, best_score, best_state), out in zip(refs, outcomes):
+        assert len(out.step_losses) == len(record.losses)
+        np.testing.assert_allclose(out.step_losses, record.losses, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(out.val_history, record.vals, rtol=1e-10)
+        assert out.epochs == ep
+        assert out.best_val_loss == pytest.approx(best_score, rel=1e-10)
+        for name, value in out.best_state.items():
+            # Adam divides by sqrt(v): rounding in near-zero gradients grows to ~1e-9
+            torch.testing.assert_close(value, best_state[name], rtol=1e-6, atol=1e-7)
+
+
+def test_negative_control_other_seed_changes_the_losses(tmp_path):
+    record = sequential(*build("lstm", 0, DATA[0]), tmp_path, epochs=1, patience=10)[0]
+    model, dm = build("lstm", 5, DATA[0])  # the wrong seed_everything
+    out = EnsembleTrainer([model.double()], [dm], TrainSettings(max_epochs=1), record_steps=True).fit()
+    assert len(out[0].step_losses) == len(record.losses)
+    assert not np.allclose(out[0].step_losses, record.losses, rtol=1e-6)
+
+
+def test_clip_rows_matches_clip_grad_norm():
+    rows = torch.randn(3, 50, dtype=torch.float64) * torch.tensor([[0.1], [3.0], [40.0]])
+    clipped = rows.clone()
+    norms = clip_rows_(clipped, 5.0)
+    for i in range(3):
+        p = torch.nn.Parameter(torch.zeros(50, dtype=torch.float64))
+        p.grad = rows[i].clone()
+        ref = torch.nn.utils.clip_grad_norm_([p], 5.0)
+        torch.testing.assert_close(norms[i], ref)
+        torch.testing.assert_close(clipped[i], p.grad)
+
+
+def test_stacked_adam_matches_torch_adam_and_freezes_inactive_rows():
+    torch.manual_seed(0)
+    start = torch.randn(2, 20, dtype=torch.float64)
+    stacked = start.clone().requires_grad_(True)
+    adam = StackedAdam(stacked, torch.tensor([0.01, 0.003], dtype=torch.float64))
+    refs = [torch.nn.Parameter(start[i].clone()) for i in range(2)]
+    opts = [torch.optim.Adam([refs[i]], lr=lr) for i, lr in enumerate((0.01, 0.003))]
+    for step in range(6):
+        grads = torch.randn(2, 20, dtype=torch.float64)
+        active = torch.tensor([True, step % 2 == 0])
+        stacked.grad = grads.clone()
+        adam.step(active)
+        for i in range(2):
+            if active[i]:
+                refs[i].grad = grads[i].clone()
+                opts[i].step()
+    for i in range(2):
+        torch.testing.assert_close(stacked.detach()[i], refs[i].detach(), rtol=1e-12, atol=1e-14)
+    assert not torch.allclose(stacked.detach()[1], start[1])
+
+
+def test_final_validation_kl_agrees_with_sequential_runs_across_seeds(tmp_path):
+    """With dropout (float32, as the CLI), the ensemble is statistically the sequential runs.
+
+    Six seeds each; the two samples of final best ``val/kl_per_string`` must agree within a
+    Welch z of 3. Negative control: the untrained models' values are rejected by the same test.
+    """
+    seeds, epochs = range(6), 4
+    data = dict(seed=0, count=30, num_strings=40)
+    seq = [
+        sequential(*build("lstm", s, data, dropout=0.1), tmp_path / str(s), epochs=epochs,
+                   patience=10, precision="32-true")[2]
+        for s in seeds
+    ]
+    models, dms = zip(*(build("lstm", s, data, dropout=0.1) for s in seeds))
+    ens = [o.best_val_loss for o in EnsembleTrainer(list(models), list(dms), TrainSettings(max_epochs=epochs)).fit()]
+
+    def welch_z(a, b):
+        a, b = np.asarray(a), np.asarray(b)
+        se = math.sqrt(a.var(ddof=1) / len(a) + b.var(ddof=1) / len(b))
+        return abs(a.mean() - b.mean()) / max(se, 1e-12)
+
+    assert welch_z(ens, seq) < 3.0
+    baseline = _untrained_val(seeds, data)
+    assert welch_z(baseline, seq) > 3.0
+
+
+def _untrained_val(seeds, data):
+    """``val/kl_per_string`` of the freshly initialised models (the negative control)."""
+    out = []
+    for s in seeds:
+        model, dm = build("lstm", s, data, dropout=0.1)
+        dm.setup("fit")
+        model.eval()
+        kl = strings = 0.0
+        with torch.no_grad():
+            for batch in dm.val_dataloader():
+                _, sums, _ = model._losses(batch)
+                kl += float(sums["kl"])
+                strings += float(sums["strings"])
+        out.append(kl / strings)
+    return out
