@@ -27,6 +27,7 @@ from cfl_lightning.ensemble import (
     clip_rows_,
     stacked_network,
 )
+from cfl_lightning.ensemble.ticks import by_width, lockstep
 from cfl_lightning.models import LSTMLanguageModel, TransformerLanguageModel
 
 logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
@@ -138,8 +139,10 @@ def test_packing_wastes_at_most_about_twice_the_real_positions():
     assert cells * 4 < padded  # naive padding of this pairing is several times larger
 
 
-@pytest.mark.parametrize("arch", ["lstm", "transformer"])
-def test_members_train_exactly_as_sequential_runs(arch, tmp_path):
+@pytest.mark.parametrize(
+    "arch,pacing", [("lstm", "lockstep"), ("lstm", "width"), ("transformer", "width")]
+)
+def test_members_train_exactly_as_sequential_runs(arch, pacing, tmp_path):
     """float64, dropout 0: step losses, validation, LR plateaus, stops, best checkpoints."""
     epochs, patience = 6, 1
     refs = [
@@ -149,7 +152,7 @@ def test_members_train_exactly_as_sequential_runs(arch, tmp_path):
     models, dms = zip(*(build(arch, i, d, lr=0.05) for i, d in enumerate(DATA)))
     trainer = EnsembleTrainer(
         [m.double() for m in models], list(dms),
-        TrainSettings(max_epochs=epochs, patience=patience), record_steps=True,
+        TrainSettings(max_epochs=epochs, patience=patience), record_steps=True, pacing=pacing,
     )
     outcomes = trainer.fit()
     assert len({len(r[0].losses) for r in refs}) > 1  # members had different step counts
@@ -247,3 +250,18 @@ def _untrained_val(seeds, data):
                 strings += float(sums["strings"])
         out.append(kl / strings)
     return out
+
+
+@pytest.mark.parametrize("pace", ["lockstep", "width"])
+def test_ticks_keep_each_members_order(pace):
+    rng = np.random.default_rng(1)
+    widths = rng.integers(1, 60, size=200)
+    orders = [rng.permutation(np.arange(40 * m, 40 * m + int(n)))
+              for m, n in enumerate(rng.integers(20, 41, size=5))]
+    ticks = lockstep(orders) if pace == "lockstep" else by_width(orders, widths)
+    for m, order in enumerate(orders):
+        row = ticks[m]
+        assert row[row >= 0].tolist() == order.tolist()
+    if pace == "width":  # fewer time steps than lockstep, whose ticks take the widest batch
+        cost = lambda t: sum(int(widths[c[c >= 0]].max()) for c in t.T)  # noqa: E731
+        assert cost(ticks) < cost(lockstep(orders))

@@ -113,9 +113,9 @@ class PackedCorpora:
         self.batch_start = put(torch.tensor(batch_start, dtype=torch.long))
         self.batch_size = put(torch.tensor(batch_size, dtype=torch.long))
         self.batch_width = put(torch.tensor(batch_width, dtype=torch.long))
-        # host copies for sizing the steps without device synchronisation
-        self._size = np.asarray(batch_size, dtype=np.int64)
-        self._width = np.asarray(batch_width, dtype=np.int64)
+        #: host copies of the batch sizes and widths (sizing steps without a device sync)
+        self.sizes = np.asarray(batch_size, dtype=np.int64)
+        self.widths = np.asarray(batch_width, dtype=np.int64)
 
     def global_ids(self, member: int, local: list[int] | np.ndarray) -> np.ndarray:
         """Global batch ids of ``member``'s batches ``local`` (indices into its own list)."""
@@ -126,7 +126,7 @@ class PackedCorpora:
         live = batch_ids[batch_ids >= 0]
         if live.size == 0:
             return 1, 1
-        width, size = self._width[live], self._size[live]
+        width, size = self.widths[live], self.sizes[live]
         length = int(width.max())
         rows = int(np.max(-(-size // (length // width))))
         return max(rows, 1), length

@@ -41,6 +41,7 @@ from cfl_lightning.ensemble.optim import StackedAdam, clip_rows_
 from cfl_lightning.ensemble.packing import PackedBatch, PackedCorpora
 from cfl_lightning.ensemble.schedule import MemberSchedule
 from cfl_lightning.ensemble.stacking import ParameterLayout
+from cfl_lightning.ensemble.ticks import by_width, lockstep
 from cfl_lightning.ensemble.transformer import StackedTransformer
 from cfl_lightning.models.losses import cross_entropy_per_position, kl_per_position
 
@@ -120,6 +121,9 @@ class EnsembleTrainer:
         settings: the runs' Trainer / early-stopping settings.
         device: where to train.
         record_steps: keep every step's per-member loss (a host sync per step; for tests).
+        pacing: ``"lockstep"``, ``"width"`` (see :mod:`~cfl_lightning.ensemble.ticks`) or
+            ``"auto"``: by width on CUDA, lockstep elsewhere.
+        compile_cell: compile the LSTM time step (CUDA; see :class:`StackedLSTM`).
     """
 
     def __init__(
@@ -130,6 +134,8 @@ class EnsembleTrainer:
         *,
         device: torch.device | str = "cpu",
         record_steps: bool = False,
+        pacing: str = "auto",
+        compile_cell: bool = False,
     ) -> None:
         if not models or len(models) != len(datamodules):
             raise ValueError("need one data module per model, and at least one model")
@@ -144,6 +150,13 @@ class EnsembleTrainer:
         self.record_steps = record_steps
         self.layout = ParameterLayout.of(first)
         self.network = stacked_network(first)
+        if compile_cell and hasattr(self.network, "compile_cell"):
+            self.network.compile_cell = True
+        if pacing not in ("auto", "lockstep", "width"):
+            raise ValueError(f"pacing must be 'auto', 'lockstep' or 'width', got {pacing!r}")
+        if pacing == "auto":
+            pacing = "width" if self.device.type == "cuda" else "lockstep"
+        self.pacing = pacing
         self.loss_name = first.loss_name
 
     # ------------------------------------------------------------------ losses
@@ -167,15 +180,13 @@ class EnsembleTrainer:
     def _train_epoch(
         self, params: Tensor, optimizer: StackedAdam, live: list[int], epoch: int, steps: list
     ) -> None:
-        orders = [
-            self.train.global_ids(i, self._samplers[i].order(epoch)) for i in live
-        ]
-        length = max(len(o) for o in orders)
-        ids = np.full((len(live), length), -1, dtype=np.int64)
-        for row, order in enumerate(orders):
-            ids[row, : len(order)] = order
+        orders = [self.train.global_ids(i, self._samplers[i].order(epoch)) for i in live]
+        if self.pacing == "width":
+            ids = by_width(orders, self.train.widths)
+        else:
+            ids = lockstep(orders)
         clip = self.settings.gradient_clip_val
-        for s in range(length):
+        for s in range(ids.shape[1]):
             batch = self.train.step(ids[:, s])
             params.grad = None
             loss_sums, _ = self._sums(params, batch, training=True)
