@@ -15,7 +15,9 @@ Three tables, every number measured in this process on the named device:
    network on ``[M, B_max, T_max]`` padded batches (for the LSTM this cannot run: ``aten::lstm``
    has no batching rule, so a hand-written single-model recurrence is vmapped instead).
    ``bmm-padded``: the stacked networks of :mod:`cfl_lightning.ensemble` on the same padded
-   batches. ``bmm-packed``: the same networks on packed rows (what the trainer uses).
+   batches. ``packed-autograd``: the stacked LSTM on packed rows with autograd through the
+   time loop. ``bmm-packed``: the stacked networks on packed rows with the LSTM's hand-written
+   backward through time (what the trainer uses).
 2. **fit**: whole runs with the configs' settings (500 training strings, 200 validation strings,
    at most 128 tokens per batch, 128k parameters, dropout 0.1, Adam 0.01, plateau schedule,
    clipping at 5, early stopping patience 10, best checkpoint), data sampled into a fresh cache
@@ -44,8 +46,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("WANDB_MODE", "disabled")
-for _name in ("lightning.pytorch", "lightning.fabric", "lightning"):
-    logging.getLogger(_name).setLevel(logging.ERROR)
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -141,6 +141,7 @@ def vmapped_forward(arch, models, layout, params, batch):
 
         return vmap(one, randomness="different")(views, batch.input_ids)
     net = stacked_network(models[0])  # a hand-written recurrence, vmapped as a single model
+    net.recurrence = "autograd"  # (an autograd.Function would need a vmap rule of its own)
 
     def one(w, ids, pos, slot):
         w1 = {k: v.unsqueeze(0) for k, v in w.items()}
@@ -151,7 +152,10 @@ def vmapped_forward(arch, models, layout, params, batch):
     )
 
 
-def method_rates(arch, m, dms, models, device, steps, compile_cell):
+METHODS = ("sequential", "vmap", "bmm-padded", "packed-autograd", "bmm-packed")
+
+
+def method_rates(arch, m, dms, models, device, steps, methods):
     from cfl_lightning.ensemble import (
         PackedCorpora, ParameterLayout, StackedAdam, clip_rows_, stacked_network,
     )
@@ -163,19 +167,21 @@ def method_rates(arch, m, dms, models, device, steps, compile_cell):
         [d.tokenized("train") for d in dms], [d.batches("train") for d in dms],
         [d.pfsa.next_symbol_probs() for d in dms], dms[0].pad_id, device=device,
     )
-    net = stacked_network(models[0])
-    if compile_cell and hasattr(net, "compile_cell"):
-        net.compile_cell = True
     rng = np.random.default_rng(0)
     plan = [[int(rng.integers(packed.num_batches[i])) for i in range(m)] for _ in range(steps + 2)]
     rates: dict[str, float] = {}
 
     def stacked_step(method):
+        net = stacked_network(models[0])
+        if method == "packed-autograd":
+            if arch != "lstm":
+                return float("nan")
+            net.recurrence = "autograd"
         params = layout.stack(models).to(device).requires_grad_(True)
         adam = StackedAdam(params, torch.full((m,), 0.01, dtype=torch.float64))
         out = []
         for k, local in enumerate(plan):
-            if method == "bmm-packed":
+            if method in ("bmm-packed", "packed-autograd"):
                 batch = packed.step(np.array([packed.first_batch[i] + b for i, b in enumerate(local)]))
             else:
                 batch = padded_batch(dms, local, device)
@@ -228,8 +234,10 @@ def method_rates(arch, m, dms, models, device, steps, compile_cell):
             mod.cpu()
         return statistics.median(out)
 
-    rates["sequential"] = sequential_step()
-    for method in ("vmap", "bmm-padded", "bmm-packed"):
+    rates = {name: float("nan") for name in METHODS}
+    if "sequential" in methods:
+        rates["sequential"] = sequential_step()
+    for method in [x for x in methods if x != "sequential"]:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -243,8 +251,19 @@ def method_rates(arch, m, dms, models, device, steps, compile_cell):
 # ---------------------------------------------------------------------------- 2. fit
 
 
+def quiet_lightning() -> None:
+    """Lightning configures its loggers when imported: silence them afterwards."""
+    import lightning  # noqa: F401
+
+    for name in list(logging.root.manager.loggerDict):
+        if name.startswith("lightning"):
+            logging.getLogger(name).setLevel(logging.ERROR)
+
+
 def sequential_fit(arch, cache, device, max_epochs, smoke):
     import lightning
+
+    quiet_lightning()
     from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
 
     model, dm = build(arch, 0, cache, smoke)
@@ -265,18 +284,18 @@ def sequential_fit(arch, cache, device, max_epochs, smoke):
     return {"wall": wall, "tokens": tokens, "runs": 1, "epochs": trainer.current_epoch}
 
 
-def ensemble_fit(arch, m, cache, device, max_epochs, smoke, compile_cell):
+def ensemble_fit(arch, m, cache, device, max_epochs, smoke, variant):
     from cfl_lightning.ensemble import EnsembleTrainer, TrainSettings
 
     start = time.perf_counter()
     members = [build(arch, i, cache, smoke) for i in range(m)]
     built = time.perf_counter() - start
     models, dms = zip(*members)
+    options = {"compile": dict(recurrence="compiled"), "lockstep": dict(pacing="lockstep")}
     trainer = EnsembleTrainer(
-        list(models), list(dms), TrainSettings(max_epochs=max_epochs), device=device
+        list(models), list(dms), TrainSettings(max_epochs=max_epochs), device=device,
+        **options.get(variant, {}),
     )
-    if compile_cell and hasattr(trainer.network, "compile_cell"):
-        trainer.network.compile_cell = True
     start = time.perf_counter()
     outcomes = trainer.fit()
     sync(device)
@@ -300,7 +319,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-epochs", type=int, default=None, help="(default 40, smoke 2)")
     parser.add_argument("--steps", type=int, default=None, help="timed steps per method")
     parser.add_argument("--archs", default="lstm,transformer")
-    parser.add_argument("--compile", action="store_true", help="also fit with a compiled LSTM cell")
+    parser.add_argument(
+        "--compile", action="store_true", help="CUDA: also fit the LSTM with a compiled cell"
+    )
+    parser.add_argument("--methods", default=",".join(METHODS), help="columns of table 1")
     parser.add_argument("--skip-methods", action="store_true")
     parser.add_argument("--skip-fit", action="store_true")
     args = parser.parse_args(argv)
@@ -315,14 +337,15 @@ def main(argv: list[str] | None = None) -> int:
     max_epochs = args.max_epochs or (2 if smoke else 40)
     steps = args.steps or (3 if smoke else 20)
     archs = args.archs.split(",")
+    methods = args.methods.split(",")
     name = torch.cuda.get_device_name(0) if device.type == "cuda" else f"CPU, {torch.get_num_threads()} thread(s)"
     print(f"device: {name}; torch {torch.__version__}; smoke={smoke}", flush=True)
     with tempfile.TemporaryDirectory(prefix="cfl_bench_ens_") as tmp:
         cache = str(Path(tmp) / "cache")
         if not args.skip_methods:
             print(f"\n1. one training step, M members, median real tokens/s over {steps} steps")
-            print(f"{'model':<12} {'M':>4} {'sequential':>11} {'vmap':>11} {'bmm-padded':>11} "
-                  f"{'bmm-packed':>11} {'packed/seq':>10}", flush=True)
+            print(f"{'model':<12} {'M':>4} " + " ".join(f"{x:>15}" for x in METHODS)
+                  + f" {'packed/seq':>10}", flush=True)
             for arch in archs:
                 top = max(method_members)
                 pool = [build(arch, i, cache, smoke) for i in range(top)]
@@ -330,10 +353,9 @@ def main(argv: list[str] | None = None) -> int:
                 for dm in dms:
                     dm.setup("fit")
                 for m in method_members:
-                    r = method_rates(arch, m, dms, models, device, steps, False)
-                    print(f"{arch:<12} {m:>4} {r['sequential']:>11,.0f} {r['vmap']:>11,.0f} "
-                          f"{r['bmm-padded']:>11,.0f} {r['bmm-packed']:>11,.0f} "
-                          f"{r['bmm-packed'] / r['sequential']:>9.1f}x", flush=True)
+                    r = method_rates(arch, m, dms, models, device, steps, methods)
+                    print(f"{arch:<12} {m:>4} " + " ".join(f"{r[x]:>15,.0f}" for x in METHODS)
+                          + f" {r['bmm-packed'] / r['sequential']:>9.1f}x", flush=True)
         if args.skip_fit:
             return 0
         print(f"\n2. whole runs (max_epochs {max_epochs}, early stopping 10), fresh corpus cache")
@@ -345,17 +367,20 @@ def main(argv: list[str] | None = None) -> int:
             base = seq["tokens"] / seq["wall"]
             print(f"{arch:<12} {'sequential':<16} {1:>5} {seq['epochs']:>6.1f} {seq['wall']:>8.1f} "
                   f"{base:>11,.0f} {3600 / seq['wall']:>9.0f} {1.0:>6.1f}x", flush=True)
-            variants = [(m, False) for m in members]
+            variants = [(m, "") for m in sorted(members, reverse=True)]
+            if device.type == "cuda":  # the default pacing there is by width
+                variants.insert(1, (max(members), "lockstep"))
             if args.compile and device.type == "cuda" and arch == "lstm":
-                variants.append((max(members), True))
-            for m, comp in variants:
-                r = ensemble_fit(arch, m, cache, device, max_epochs, smoke, comp)
+                variants.insert(1, (max(members), "compile"))
+            for m, variant in variants:
+                r = ensemble_fit(arch, m, cache, device, max_epochs, smoke, variant)
                 rate = r["tokens"] / r["wall"]
-                label = f"ensemble {m}" + (" +compile" if comp else "")
+                label = f"ensemble {m}" + (f" {variant}" if variant else "")
                 rph = 3600 * r["runs"] / r["wall"]
                 print(f"{arch:<12} {label:<16} {m:>5} {r['epochs']:>6.1f} {r['wall']:>8.1f} "
                       f"{rate:>11,.0f} {rph:>9.0f} {rate / base:>6.1f}x", flush=True)
-                best[arch] = max(best.get(arch, 0.0), rph)
+                if not variant or variant == "compile":
+                    best[arch] = max(best.get(arch, 0.0), rph)
         if set(best) == {"lstm", "transformer"}:
             hours = (GRID_RUNS / 2) / best["lstm"] + (GRID_RUNS / 2) / best["transformer"]
             print(f"\n3. case study (i) at paper scale: {GRID_RUNS:,} runs (half LSTM, half "

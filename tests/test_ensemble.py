@@ -265,3 +265,40 @@ def test_ticks_keep_each_members_order(pace):
     if pace == "width":  # fewer time steps than lockstep, whose ticks take the widest batch
         cost = lambda t: sum(int(widths[c[c >= 0]].max()) for c in t.T)  # noqa: E731
         assert cost(ticks) < cost(lockstep(orders))
+
+
+def test_hand_written_lstm_backward_equals_autograd():
+    from cfl_lightning.ensemble.lstm import StackedLSTM
+
+    torch.manual_seed(0)
+    m, r, length, h = 3, 2, 7, 5
+    w = {
+        "net.embedding.weight": torch.randn(m, 6, h, dtype=torch.float64),
+        "net.lstm.weight_ih_l0": torch.randn(m, 4 * h, h, dtype=torch.float64),
+        "net.lstm.weight_hh_l0": torch.randn(m, 4 * h, h, dtype=torch.float64),
+        "net.lstm.bias_ih_l0": torch.randn(m, 4 * h, dtype=torch.float64),
+        "net.lstm.bias_hh_l0": torch.randn(m, 4 * h, dtype=torch.float64),
+        "net.lstm.weight_ih_l1": torch.randn(m, 4 * h, h, dtype=torch.float64),
+        "net.lstm.weight_hh_l1": torch.randn(m, 4 * h, h, dtype=torch.float64),
+        "net.lstm.bias_ih_l1": torch.randn(m, 4 * h, dtype=torch.float64),
+        "net.lstm.bias_hh_l1": torch.randn(m, 4 * h, dtype=torch.float64),
+        "net.output.weight": torch.randn(m, 3, h, dtype=torch.float64),
+        "net.output.bias": torch.randn(m, 3, dtype=torch.float64),
+    }
+    ids = torch.randint(0, 6, (m, r, length))
+    position = torch.tensor([0, 1, 2, 0, 1, 0, 1]).expand(m, r, length)  # three strings per row
+    weights = torch.randn(m, r, length, 3, dtype=torch.float64)
+    grads = {}
+    for kind in ("function", "autograd"):
+        leaves = {k: v.clone().requires_grad_(True) for k, v in w.items()}
+        out = StackedLSTM(2, 0.0, kind)(leaves, ids, position, position, False)
+        (out * weights).sum().backward()
+        grads[kind] = (out.detach(), {k: v.grad for k, v in leaves.items()})
+    torch.testing.assert_close(grads["function"][0], grads["autograd"][0], rtol=1e-12, atol=1e-12)
+    for name in w:
+        torch.testing.assert_close(
+            grads["function"][1][name], grads["autograd"][1][name], rtol=1e-10, atol=1e-12
+        )
+    # negative control: without the resets the states (and outputs) differ
+    flat = StackedLSTM(2, 0.0)(w, ids, torch.ones_like(position), position, False)
+    assert not torch.allclose(flat, grads["function"][0])

@@ -18,6 +18,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from cfl_lightning.ensemble.recurrence import lstm_recurrence
+
 __all__ = ["StackedLSTM", "lstm_cell"]
 
 
@@ -50,13 +52,19 @@ class StackedLSTM:
     Args:
         num_layers: LSTM layers.
         dropout: dropout probability (embeddings, between layers, before the output layer).
-        compile_cell: run the time step through ``torch.compile`` (fuses its element-wise
-            gates forward and backward; worth it on CUDA, where a step is launch-bound).
+        recurrence: ``"function"`` (default: :func:`~cfl_lightning.ensemble.recurrence.
+            lstm_recurrence`, a hand-written backward through time), ``"autograd"`` (the loop of
+            :func:`lstm_cell` under autograd) or ``"compiled"`` (that loop with the cell
+            through ``torch.compile``).
     """
 
-    def __init__(self, num_layers: int, dropout: float, compile_cell: bool = False) -> None:
+    RECURRENCES = ("function", "autograd", "compiled")
+
+    def __init__(self, num_layers: int, dropout: float, recurrence: str = "function") -> None:
         self.num_layers, self.dropout = int(num_layers), float(dropout)
-        self.compile_cell = compile_cell
+        if recurrence not in self.RECURRENCES:
+            raise ValueError(f"recurrence must be one of {self.RECURRENCES}, got {recurrence!r}")
+        self.recurrence = recurrence
         self._compiled = None
 
     @classmethod
@@ -96,14 +104,13 @@ class StackedLSTM:
         return torch.log_softmax(logits, dim=-1).view(members, rows, length, -1)
 
     def _cell(self):
-        if not self.compile_cell:
+        if self.recurrence != "compiled":
             return lstm_cell
         if self._compiled is None:
             self._compiled = torch.compile(lstm_cell, dynamic=True)
         return self._compiled
 
-    @staticmethod
-    def _layer(w: dict[str, Tensor], layer: int, x: Tensor, keep: Tensor, cell) -> Tensor:
+    def _layer(self, w: dict[str, Tensor], layer: int, x: Tensor, keep: Tensor, cell) -> Tensor:
         members, rows, length, width = x.shape
         w_ih, w_hh = w[f"net.lstm.weight_ih_l{layer}"], w[f"net.lstm.weight_hh_l{layer}"]
         bias = (w[f"net.lstm.bias_ih_l{layer}"] + w[f"net.lstm.bias_hh_l{layer}"]).unsqueeze(1)
@@ -111,6 +118,8 @@ class StackedLSTM:
             bias, x.reshape(members, rows * length, width), w_ih.transpose(1, 2)
         ).view(members, rows, length, -1)
         w_hh_t = w_hh.transpose(1, 2)  # [M, H, 4H]
+        if self.recurrence == "function":
+            return lstm_recurrence(gates_in, keep, w_hh_t)
         hidden = w_hh.shape[-1]
         h = x.new_zeros(members, rows, hidden)
         c = x.new_zeros(members, rows, hidden)

@@ -123,7 +123,7 @@ class EnsembleTrainer:
         record_steps: keep every step's per-member loss (a host sync per step; for tests).
         pacing: ``"lockstep"``, ``"width"`` (see :mod:`~cfl_lightning.ensemble.ticks`) or
             ``"auto"``: by width on CUDA, lockstep elsewhere.
-        compile_cell: compile the LSTM time step (CUDA; see :class:`StackedLSTM`).
+        recurrence: the LSTM's recurrence (see :class:`StackedLSTM`; ignored otherwise).
     """
 
     def __init__(
@@ -135,7 +135,7 @@ class EnsembleTrainer:
         device: torch.device | str = "cpu",
         record_steps: bool = False,
         pacing: str = "auto",
-        compile_cell: bool = False,
+        recurrence: str = "function",
     ) -> None:
         if not models or len(models) != len(datamodules):
             raise ValueError("need one data module per model, and at least one model")
@@ -150,8 +150,8 @@ class EnsembleTrainer:
         self.record_steps = record_steps
         self.layout = ParameterLayout.of(first)
         self.network = stacked_network(first)
-        if compile_cell and hasattr(self.network, "compile_cell"):
-            self.network.compile_cell = True
+        if isinstance(self.network, StackedLSTM):
+            self.network = StackedLSTM(self.network.num_layers, self.network.dropout, recurrence)
         if pacing not in ("auto", "lockstep", "width"):
             raise ValueError(f"pacing must be 'auto', 'lockstep' or 'width', got {pacing!r}")
         if pacing == "auto":
