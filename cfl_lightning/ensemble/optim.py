@@ -4,8 +4,8 @@ Both follow PyTorch exactly, row by row: :func:`clip_rows_` is
 ``torch.nn.utils.clip_grad_norm_(member.parameters(), max_norm)`` (the member's own total
 2-norm, coefficient ``max_norm / (norm + 1e-6)`` clamped to 1) and :class:`StackedAdam` is
 ``torch.optim.Adam`` (default betas and eps, no weight decay) with its own learning rate and
-step count per member. A member that is not ``active`` at a step (its epoch is over, or it has
-stopped) keeps its parameters and its Adam state unchanged, as if the step had not happened.
+step count per member. A step updates only the rows given; the others (members idle at this
+tick, or stopped) keep their parameters and Adam state, as if the step had not happened.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ class StackedAdam:
     """Adam over the rows of a ``[M, P]`` parameter tensor, one learning rate per row.
 
     Args:
-        param: ``[M, P]`` leaf tensor (its ``.grad`` is read by :meth:`step`).
+        param: ``[M, P]`` parameters (updated in place).
         lr: ``[M]`` learning rates (changed by assigning to :attr:`lr`).
         betas: Adam's ``(beta1, beta2)``.
         eps: Adam's epsilon.
@@ -45,25 +45,28 @@ class StackedAdam:
         self.steps = torch.zeros(param.shape[0], dtype=torch.float64, device=param.device)
 
     @torch.no_grad()
-    def step(self, active: Tensor) -> None:
-        """One Adam step for the rows where ``active`` ``[M]`` (bool) is True."""
+    def step(self, grad: Tensor, rows: Tensor | None = None) -> None:
+        """One Adam step of the rows ``rows`` (default: all) with gradients ``grad`` ``[len(rows), P]``."""
         beta1, beta2 = self.betas
-        grad = self.param.grad
-        live = active.unsqueeze(1)
-        self.steps += active.to(self.steps.dtype)
-        steps = self.steps.clamp_min(1)
-        bias1 = 1 - beta1**steps
-        bias2_sqrt = (1 - beta2**steps).sqrt()
-        exp_avg = torch.where(live, torch.lerp(self.exp_avg, grad, 1 - beta1), self.exp_avg)
-        exp_avg_sq = torch.where(
-            live, self.exp_avg_sq.mul(beta2).addcmul_(grad, grad, value=1 - beta2), self.exp_avg_sq
-        )
-        self.exp_avg.copy_(exp_avg)
-        self.exp_avg_sq.copy_(exp_avg_sq)
-        dtype = self.param.dtype
-        denom = (exp_avg_sq.sqrt() / bias2_sqrt.to(dtype).unsqueeze(1)).add_(self.eps)
-        step_size = torch.where(active, self.lr / bias1, torch.zeros_like(self.lr)).to(dtype)
-        self.param.addcdiv_(exp_avg * step_size.unsqueeze(1), denom, value=-1.0)
+        if rows is None:
+            param, exp_avg, exp_avg_sq = self.param, self.exp_avg, self.exp_avg_sq
+            self.steps += 1
+            steps, lr = self.steps, self.lr
+        else:
+            param, exp_avg, exp_avg_sq = self.param[rows], self.exp_avg[rows], self.exp_avg_sq[rows]
+            self.steps.index_add_(0, rows, torch.ones_like(rows, dtype=self.steps.dtype))
+            steps, lr = self.steps[rows], self.lr[rows]
+        exp_avg.lerp_(grad, 1 - beta1)
+        exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+        dtype = param.dtype
+        bias2_sqrt = (1 - beta2**steps).sqrt().to(dtype).unsqueeze(1)
+        step_size = (lr / (1 - beta1**steps)).to(dtype).unsqueeze(1)
+        denom = (exp_avg_sq.sqrt() / bias2_sqrt).add_(self.eps)
+        param.addcdiv_(exp_avg * step_size, denom, value=-1.0)
+        if rows is not None:
+            self.param.index_copy_(0, rows, param)
+            self.exp_avg.index_copy_(0, rows, exp_avg)
+            self.exp_avg_sq.index_copy_(0, rows, exp_avg_sq)
 
     def select(self, rows: Tensor, param: Tensor) -> None:
         """Keep only ``rows`` (after the parameter tensor was compacted to ``param``)."""

@@ -57,11 +57,17 @@ class ParameterLayout:
         return torch.stack(rows)
 
     def views(self, flat: Tensor) -> dict[str, Tensor]:
-        """Named ``[M, *shape]`` views of ``flat`` ``[M, P]`` (differentiable, no copies)."""
-        out = {}
-        for name, shape, start, end in zip(self.names, self.shapes, self.offsets, self.offsets[1:]):
-            out[name] = flat[:, start:end].view(flat.shape[0], *shape)
-        return out
+        """Named ``[M, *shape]`` views of ``flat`` ``[M, P]`` (differentiable, no copies).
+
+        One ``split`` (whose backward is a single ``cat`` into the ``[M, P]`` gradient), not a
+        slice per parameter (each of whose backwards would zero-fill a whole ``[M, P]``).
+        """
+        sizes = [end - start for start, end in zip(self.offsets, self.offsets[1:])]
+        parts = flat.split(sizes, dim=1)
+        return {
+            name: part.view(flat.shape[0], *shape)
+            for name, shape, part in zip(self.names, self.shapes, parts)
+        }
 
     def state_dict(self, row: Tensor) -> dict[str, Tensor]:
         """One member's ``{name: tensor}`` from its ``[P]`` row (for ``load_state_dict``)."""

@@ -8,10 +8,11 @@ order of each member's own batches matters, and both pacings keep it.
 * :func:`lockstep`: tick ``s`` trains every member on its ``s``-th batch. Fewest cells when
   the cost is the arithmetic (CPU).
 * :func:`by_width`: a tick trains the members whose next batch is at most ``L`` positions wide,
-  with ``L`` chosen greedily to maximise members advanced per cost ``overhead + L``. On a GPU a
-  recurrent step is launch-bound: its time grows with the number of time steps ``L`` of the
-  packed rows, hardly with the number of members, and in lockstep ``L`` is the widest of M
-  random batches at every tick.
+  with ``L`` chosen greedily to maximise members advanced per cost. On a GPU a recurrent step
+  is launch-bound: its time grows with the number of time steps ``L`` of the packed rows,
+  hardly with the number of members, and in lockstep ``L`` is the widest of M random batches at
+  every tick. On a CPU the cost is the packed cells (``members x R x L``), which grouping by
+  width also keeps close to the real positions (the trainer packs only a tick's members).
 """
 
 from __future__ import annotations
@@ -29,13 +30,26 @@ def lockstep(orders: list[np.ndarray]) -> np.ndarray:
     return ticks
 
 
-def by_width(orders: list[np.ndarray], widths: np.ndarray, overhead: float = 16.0) -> np.ndarray:
+def by_width(
+    orders: list[np.ndarray],
+    widths: np.ndarray,
+    sizes: np.ndarray,
+    overhead: float = 8.0,
+    cell_cost: float = 0.0,
+) -> np.ndarray:
     """``[M, ticks]`` global batch ids, grouping members whose next batches are about as wide.
+
+    At each tick, for every candidate row length ``L`` (a width some next batch has), the
+    members whose next batch is at most ``L`` wide would take part, in ``R`` packed rows; the
+    tick costs ``overhead + L + cell_cost * members * R * L`` (fixed work, time steps, cells).
+    The ``L`` that advances the most members per cost is taken.
 
     Args:
         orders: per member, its epoch's global batch ids in order.
         widths: ``[num global batches]`` positions of each batch's longest string.
+        sizes: ``[num global batches]`` strings of each batch.
         overhead: fixed cost of a tick, in time steps (optimizer, loss, output layer).
+        cell_cost: cost of one packed cell, in time steps (0 when launch-bound, as on a GPU).
     """
     members = len(orders)
     pointer = np.zeros(members, dtype=np.int64)
@@ -46,10 +60,14 @@ def by_width(orders: list[np.ndarray], widths: np.ndarray, overhead: float = 16.
         if todo.size == 0:
             break
         nxt = np.array([orders[m][pointer[m]] for m in todo], dtype=np.int64)
-        w = widths[nxt]
-        candidates = np.unique(w)
-        advanced = np.searchsorted(np.sort(w), candidates, side="right")
-        limit = candidates[int(np.argmax(advanced / (overhead + candidates)))]
+        w, b = widths[nxt], sizes[nxt]
+        candidates = np.unique(w)  # [C]
+        fits = w[None, :] <= candidates[:, None]  # [C, U]
+        per_row = np.maximum(candidates[:, None] // w[None, :], 1)
+        rows = np.where(fits, -(-b[None, :] // per_row), 0).max(axis=1)
+        count = fits.sum(axis=1)
+        cost = overhead + candidates + cell_cost * count * rows * candidates
+        limit = candidates[int(np.argmax(count / cost))]
         column = np.full(members, -1, dtype=np.int64)
         go = w <= limit
         column[todo[go]] = nxt[go]

@@ -10,9 +10,10 @@ run's, member by member:
   as ``python -m cfl_lightning fit`` builds it), stacked ``[M, P]``
   (:class:`~cfl_lightning.ensemble.stacking.ParameterLayout`);
 * data: its own ``PFADataModule`` corpus and batches, in the epoch's order of the data module's
-  own ``BatchOrderSampler`` (``order(epoch)``); members with fewer batches sit idle (an all-pad
-  slice, no update) until the longest epoch is over, so each member's sequence of updates is the
-  sequential one;
+  own ``BatchOrderSampler`` (``order(epoch)``). Within an epoch the members need not move in
+  lockstep (:mod:`~cfl_lightning.ensemble.ticks`): a tick trains some of them, each on its next
+  batch, and only those are packed and computed; a member that has finished its epoch waits for
+  the others. Each member's sequence of updates is the sequential one;
 * loss: the shipped ``kl_per_position`` / ``cross_entropy_per_position``, summed per member and
   divided by its batch's strings (the mean over strings of the per-string sums);
 * gradient clipping by its own norm, Adam with its own state and learning rate
@@ -121,8 +122,8 @@ class EnsembleTrainer:
         settings: the runs' Trainer / early-stopping settings.
         device: where to train.
         record_steps: keep every step's per-member loss (a host sync per step; for tests).
-        pacing: ``"lockstep"``, ``"width"`` (see :mod:`~cfl_lightning.ensemble.ticks`) or
-            ``"auto"``: by width on CUDA, lockstep elsewhere.
+        pacing: ``"width"`` (default) or ``"lockstep"`` (see
+            :mod:`~cfl_lightning.ensemble.ticks`).
         recurrence: the LSTM's recurrence (see :class:`StackedLSTM`; ignored otherwise).
     """
 
@@ -134,7 +135,7 @@ class EnsembleTrainer:
         *,
         device: torch.device | str = "cpu",
         record_steps: bool = False,
-        pacing: str = "auto",
+        pacing: str = "width",
         recurrence: str = "function",
     ) -> None:
         if not models or len(models) != len(datamodules):
@@ -152,11 +153,15 @@ class EnsembleTrainer:
         self.network = stacked_network(first)
         if isinstance(self.network, StackedLSTM):
             self.network = StackedLSTM(self.network.num_layers, self.network.dropout, recurrence)
-        if pacing not in ("auto", "lockstep", "width"):
-            raise ValueError(f"pacing must be 'auto', 'lockstep' or 'width', got {pacing!r}")
-        if pacing == "auto":
-            pacing = "width" if self.device.type == "cuda" else "lockstep"
+        if pacing not in ("lockstep", "width"):
+            raise ValueError(f"pacing must be 'width' or 'lockstep', got {pacing!r}")
         self.pacing = pacing
+        # tick costs in time steps: launch-bound on CUDA, arithmetic-bound (cells) elsewhere
+        self._cost = (
+            dict(overhead=8.0, cell_cost=0.0)
+            if self.device.type == "cuda"
+            else dict(overhead=2.0, cell_cost=0.5)
+        )
         self.loss_name = first.loss_name
 
     # ------------------------------------------------------------------ losses
@@ -182,22 +187,30 @@ class EnsembleTrainer:
     ) -> None:
         orders = [self.train.global_ids(i, self._samplers[i].order(epoch)) for i in live]
         if self.pacing == "width":
-            ids = by_width(orders, self.train.widths)
+            ids = by_width(orders, self.train.widths, self.train.sizes, **self._cost)
         else:
             ids = lockstep(orders)
         clip = self.settings.gradient_clip_val
+        everyone = len(live)
         for s in range(ids.shape[1]):
-            batch = self.train.step(ids[:, s])
-            params.grad = None
-            loss_sums, _ = self._sums(params, batch, training=True)
-            strings = batch.strings.to(loss_sums.dtype)
-            losses = loss_sums / strings.clamp_min(1)
+            column = ids[:, s]
+            taking = np.nonzero(column >= 0)[0]
+            if len(taking) == everyone:  # every row trains: no gather
+                rows, leaf = None, params
+            else:  # only this tick's members are packed and computed
+                rows = torch.as_tensor(taking, device=self.device)
+                leaf = params.detach()[rows].requires_grad_(True)
+            batch = self.train.step(column[taking])
+            leaf.grad = None
+            loss_sums, _ = self._sums(leaf, batch, training=True)
+            losses = loss_sums / batch.strings.to(loss_sums.dtype)
             losses.sum().backward()
             if clip is not None:
-                clip_rows_(params.grad, clip)
-            optimizer.step(batch.strings > 0)
+                clip_rows_(leaf.grad, clip)
+            optimizer.step(leaf.grad, rows)
+            leaf.grad = None
             if self.record_steps:
-                steps.append((ids[:, s].copy(), losses.detach().cpu()))
+                steps.append((column[taking].copy(), losses.detach().cpu()))
 
     @torch.no_grad()
     def _validate(self, params: Tensor, live: list[int]) -> Tensor:
@@ -235,7 +248,7 @@ class EnsembleTrainer:
             for _ in self.models
         ]
         optimizer = StackedAdam(
-            params, torch.tensor([s.lr for s in schedules], dtype=torch.float64)
+            params.detach(), torch.tensor([s.lr for s in schedules], dtype=torch.float64)
         )
         live = list(range(len(self.models)))  # global member index of each row
         best_states: dict[int, Tensor] = {}
@@ -267,7 +280,7 @@ class EnsembleTrainer:
                 rows = torch.tensor(keep, device=self.device)
                 params = params.detach()[rows].requires_grad_(True)
                 best = best[rows]
-                optimizer.select(rows, params)
+                optimizer.select(rows, params.detach())
                 live = [live[row] for row in keep]
         return [
             MemberOutcome(
