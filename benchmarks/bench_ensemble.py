@@ -178,7 +178,7 @@ def method_rates(arch, m, dms, models, device, steps, methods):
                 return float("nan")
             net.recurrence = "autograd"
         params = layout.stack(models).to(device).requires_grad_(True)
-        adam = StackedAdam(params, torch.full((m,), 0.01, dtype=torch.float64))
+        adam = StackedAdam(params.detach(), torch.full((m,), 0.01, dtype=torch.float64))
         out = []
         for k, local in enumerate(plan):
             if method in ("bmm-packed", "packed-autograd"):
@@ -198,7 +198,7 @@ def method_rates(arch, m, dms, models, device, steps, methods):
             ).view(mm, -1).sum(1)
             (kl / batch.strings.clamp_min(1)).sum().backward()
             clip_rows_(params.grad, 5.0)
-            adam.step(batch.strings > 0)
+            adam.step(params.grad)
             params.grad = None
             sync(device)
             if k >= 2:
