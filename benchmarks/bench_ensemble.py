@@ -6,29 +6,33 @@ Usage::
     python benchmarks/bench_ensemble.py --device cpu                # this machine's tables
     PYTHONPATH=$PWD python3 benchmarks/bench_ensemble.py --device cuda --compile   # on a GPU
 
-Three tables, every number measured in this process on the named device:
+Three tables, every number measured in this process on the named device (the whole runs first,
+so that ``--time-limit`` keeps the most important rows):
 
-1. **methods**: one training step (forward, KL loss, backward, and for the stacked methods
-   per-member clipping and Adam) of M members, each on one of its own 128-token batches, median
-   real tokens/s over random steps. ``sequential``: the shipped model, member after member
-   (cuDNN LSTM on CUDA). ``vmap``: ``torch.func.vmap`` over ``functional_call`` of the shipped
-   network on ``[M, B_max, T_max]`` padded batches (for the LSTM this cannot run: ``aten::lstm``
-   has no batching rule, so a hand-written single-model recurrence is vmapped instead).
-   ``bmm-padded``: the stacked networks of :mod:`cfl_lightning.ensemble` on the same padded
-   batches. ``packed-autograd``: the stacked LSTM on packed rows with autograd through the
-   time loop. ``bmm-packed``: the stacked networks on packed rows with the LSTM's hand-written
-   backward through time (what the trainer uses).
-2. **fit**: whole runs with the configs' settings (500 training strings, 200 validation strings,
+1. **whole runs** with the configs' settings (500 training strings, 200 validation strings,
    at most 128 tokens per batch, 128k parameters, dropout 0.1, Adam 0.01, plateau schedule,
    clipping at 5, early stopping patience 10, best checkpoint), data sampled into a fresh cache
    (members share corpora as the paper's seeds do: 10 seeds per corpus). ``sequential``: a
    Lightning ``Trainer.fit`` of one run (in-process: no process start-up). ``ensemble M``:
-   :class:`~cfl_lightning.ensemble.EnsembleTrainer` on M members. tokens/s counts real training
-   positions (epochs x corpus positions, summed over members) per second of wall time, from
-   data setup to the last member's stop; runs/h = 3600 M / wall.
-3. **grid estimate**: case study (i) at paper scale, 80 causal weightings x 3 targets x 6 counts
+   :class:`~cfl_lightning.ensemble.EnsembleTrainer` on M members (pacing by width; on CUDA also
+   ``lockstep`` and, with ``--compile``, the compiled autograd cell instead of the hand-written
+   recurrence, for comparison). tokens/s counts real training positions (epochs x corpus
+   positions, summed over members) per second of wall time, from building the members and
+   sampling their data to the last member's stop; runs/h = 3600 M / wall.
+2. **grid estimate**: case study (i) at paper scale, 80 causal weightings x 3 targets x 6 counts
    x 20 models + 200 correlational weightings x 20 models = 32,800 runs, half LSTMs and half
-   transformers, at the runs/h of the largest ensemble measured (full runs only).
+   transformers, at the runs/h of the largest ensemble measured (meaningful with full runs).
+3. **methods**: one training step (forward, KL loss, backward, and for the stacked methods
+   per-member clipping and Adam) of M members, each on one of its own 128-token batches, in
+   lockstep, median real tokens/s over random steps. ``sequential``: the shipped model, member
+   after member (cuDNN LSTM on CUDA). ``vmap``: ``torch.func.vmap`` over ``functional_call`` of
+   the shipped network on ``[M, B_max, T_max]`` padded batches (for the LSTM this cannot run:
+   ``aten::lstm`` has no batching rule, so a hand-written single-model recurrence is vmapped
+   instead). ``bmm-padded``: the stacked networks of :mod:`cfl_lightning.ensemble` on the same
+   padded batches (``vmap`` and ``bmm-padded`` only up to M = 32: padded activations reach
+   gigabytes). ``packed-autograd``: the stacked LSTM on packed rows with autograd through the
+   time loop. ``bmm-packed``: the stacked networks on packed rows with the LSTM's hand-written
+   backward through time (what the trainer uses).
 """
 
 from __future__ import annotations
@@ -238,6 +242,8 @@ def method_rates(arch, m, dms, models, device, steps, methods):
     if "sequential" in methods:
         rates["sequential"] = sequential_step()
     for method in [x for x in methods if x != "sequential"]:
+        if method in ("vmap", "bmm-padded") and m > 32:
+            continue  # padded [M, B_max, T_max] activations: gigabytes, and far slower anyway
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -324,6 +330,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--methods", default=",".join(METHODS), help="columns of table 1")
     parser.add_argument("--skip-methods", action="store_true")
+    parser.add_argument(
+        "--time-limit", type=float, default=None,
+        help="start no new measurement after this many seconds (prints what it has)",
+    )
     parser.add_argument("--skip-fit", action="store_true")
     args = parser.parse_args(argv)
     device = torch.device(args.device)
@@ -338,12 +348,54 @@ def main(argv: list[str] | None = None) -> int:
     steps = args.steps or (3 if smoke else 20)
     archs = args.archs.split(",")
     methods = args.methods.split(",")
+    started = time.perf_counter()
+
+    def out_of_time(what: str) -> bool:
+        if args.time_limit is None or time.perf_counter() - started < args.time_limit:
+            return False
+        print(f"  (time limit {args.time_limit:.0f} s reached: skipping {what})", flush=True)
+        return True
+
     name = torch.cuda.get_device_name(0) if device.type == "cuda" else f"CPU, {torch.get_num_threads()} thread(s)"
     print(f"device: {name}; torch {torch.__version__}; smoke={smoke}", flush=True)
     with tempfile.TemporaryDirectory(prefix="cfl_bench_ens_") as tmp:
         cache = str(Path(tmp) / "cache")
+        if not args.skip_fit:
+            print(f"\n1. whole runs (max_epochs {max_epochs}, early stopping 10), fresh corpus cache")
+            print(f"{'model':<12} {'arm':<16} {'runs':>5} {'epochs':>6} {'wall s':>8} "
+                  f"{'tokens/s':>11} {'runs/h':>9} {'x seq':>7}", flush=True)
+            best: dict[str, float] = {}
+            for arch in archs:
+                if out_of_time(f"{arch} fits"):
+                    continue
+                seq = sequential_fit(arch, cache, device, max_epochs, smoke)
+                base = seq["tokens"] / seq["wall"]
+                print(f"{arch:<12} {'sequential':<16} {1:>5} {seq['epochs']:>6.1f} {seq['wall']:>8.1f} "
+                      f"{base:>11,.0f} {3600 / seq['wall']:>9.0f} {1.0:>6.1f}x", flush=True)
+                variants = [(m, "") for m in sorted(members, reverse=True)]
+                if device.type == "cuda":  # the default pacing there is by width
+                    variants.insert(1, (max(members), "lockstep"))
+                if args.compile and device.type == "cuda" and arch == "lstm":
+                    variants.insert(1, (max(members), "compile"))
+                for m, variant in variants:
+                    if out_of_time(f"{arch} ensemble {m} {variant}"):
+                        continue
+                    r = ensemble_fit(arch, m, cache, device, max_epochs, smoke, variant)
+                    rate = r["tokens"] / r["wall"]
+                    label = f"ensemble {m}" + (f" {variant}" if variant else "")
+                    rph = 3600 * r["runs"] / r["wall"]
+                    print(f"{arch:<12} {label:<16} {m:>5} {r['epochs']:>6.1f} {r['wall']:>8.1f} "
+                          f"{rate:>11,.0f} {rph:>9.0f} {rate / base:>6.1f}x", flush=True)
+                    if not variant or variant == "compile":
+                        best[arch] = max(best.get(arch, 0.0), rph)
+            if set(best) == {"lstm", "transformer"}:
+                hours = (GRID_RUNS / 2) / best["lstm"] + (GRID_RUNS / 2) / best["transformer"]
+                print(f"\n2. case study (i) at paper scale: {GRID_RUNS:,} runs (half LSTM, half "
+                      f"transformer) at {best['lstm']:,.0f} and {best['transformer']:,.0f} runs/h: "
+                      f"{hours:.2f} h on this device"
+                      + (" (smoke sizes: not an estimate)" if smoke or max_epochs < 40 else ""))
         if not args.skip_methods:
-            print(f"\n1. one training step, M members, median real tokens/s over {steps} steps")
+            print(f"\n3. one training step, M members, median real tokens/s over {steps} steps")
             print(f"{'model':<12} {'M':>4} " + " ".join(f"{x:>15}" for x in METHODS)
                   + f" {'packed/seq':>10}", flush=True)
             for arch in archs:
@@ -353,40 +405,11 @@ def main(argv: list[str] | None = None) -> int:
                 for dm in dms:
                     dm.setup("fit")
                 for m in method_members:
+                    if out_of_time(f"{arch} M={m}"):
+                        continue
                     r = method_rates(arch, m, dms, models, device, steps, methods)
                     print(f"{arch:<12} {m:>4} " + " ".join(f"{r[x]:>15,.0f}" for x in METHODS)
                           + f" {r['bmm-packed'] / r['sequential']:>9.1f}x", flush=True)
-        if args.skip_fit:
-            return 0
-        print(f"\n2. whole runs (max_epochs {max_epochs}, early stopping 10), fresh corpus cache")
-        print(f"{'model':<12} {'arm':<16} {'runs':>5} {'epochs':>6} {'wall s':>8} "
-              f"{'tokens/s':>11} {'runs/h':>9} {'x seq':>7}", flush=True)
-        best: dict[str, float] = {}
-        for arch in archs:
-            seq = sequential_fit(arch, cache, device, max_epochs, smoke)
-            base = seq["tokens"] / seq["wall"]
-            print(f"{arch:<12} {'sequential':<16} {1:>5} {seq['epochs']:>6.1f} {seq['wall']:>8.1f} "
-                  f"{base:>11,.0f} {3600 / seq['wall']:>9.0f} {1.0:>6.1f}x", flush=True)
-            variants = [(m, "") for m in sorted(members, reverse=True)]
-            if device.type == "cuda":  # the default pacing there is by width
-                variants.insert(1, (max(members), "lockstep"))
-            if args.compile and device.type == "cuda" and arch == "lstm":
-                variants.insert(1, (max(members), "compile"))
-            for m, variant in variants:
-                r = ensemble_fit(arch, m, cache, device, max_epochs, smoke, variant)
-                rate = r["tokens"] / r["wall"]
-                label = f"ensemble {m}" + (f" {variant}" if variant else "")
-                rph = 3600 * r["runs"] / r["wall"]
-                print(f"{arch:<12} {label:<16} {m:>5} {r['epochs']:>6.1f} {r['wall']:>8.1f} "
-                      f"{rate:>11,.0f} {rph:>9.0f} {rate / base:>6.1f}x", flush=True)
-                if not variant or variant == "compile":
-                    best[arch] = max(best.get(arch, 0.0), rph)
-        if set(best) == {"lstm", "transformer"}:
-            hours = (GRID_RUNS / 2) / best["lstm"] + (GRID_RUNS / 2) / best["transformer"]
-            print(f"\n3. case study (i) at paper scale: {GRID_RUNS:,} runs (half LSTM, half "
-                  f"transformer) at {best['lstm']:,.0f} and {best['transformer']:,.0f} runs/h: "
-                  f"{hours:.2f} h on this device"
-                  + (" (smoke sizes: not an estimate)" if smoke or max_epochs < 40 else ""))
     return 0
 
 
