@@ -303,3 +303,24 @@ def test_hand_written_lstm_backward_equals_autograd():
     # negative control: without the resets the states (and outputs) differ
     flat = StackedLSTM(2, 0.0)(w, ids, torch.ones_like(position), position, False)
     assert not torch.allclose(flat, grads["function"][0])
+
+
+@pytest.mark.parametrize("model", ["LSTMLanguageModel", "TransformerLanguageModel"])
+def test_cli_built_member_has_the_sequential_runs_initialisation(model, tmp_path):
+    from cfl_lightning.ensemble.members import NotEnsembleable, build_member
+
+    args = ["--config", "configs/parity_starfree.yaml", "--seed_everything=3",
+            "--data.cache_dir=none", f"--trainer.default_root_dir={tmp_path}", f"--model={model}",
+            "--trainer.logger=false"]
+    member = build_member("m", args)
+    hparams = {k: v for k, v in member.model.hparams.items() if not k.startswith("_")}
+    lightning.seed_everything(3, verbose=False)
+    dm = PFADataModule(generator="parity_resampled", weight_seed=1, intervention="exact",
+                       event="state:odd", count=1500, cache_dir="none")
+    ref = MODELS["lstm" if model.startswith("LSTM") else "transformer"](**hparams)
+    assert dm.num_symbols == hparams["num_symbols"]
+    for (name, a), b in zip(ref.state_dict().items(), member.model.state_dict().values()):
+        assert torch.equal(a, b), name
+    assert member.settings == TrainSettings(max_epochs=40, gradient_clip_val=5.0, patience=10)
+    with pytest.raises(NotEnsembleable, match="accumulate_grad_batches"):
+        build_member("m", [*args, "--trainer.accumulate_grad_batches=2"])
