@@ -324,3 +324,28 @@ def test_cli_built_member_has_the_sequential_runs_initialisation(model, tmp_path
     assert member.settings == TrainSettings(max_epochs=40, gradient_clip_val=5.0, patience=10)
     with pytest.raises(NotEnsembleable, match="accumulate_grad_batches"):
         build_member("m", [*args, "--trainer.accumulate_grad_batches=2"])
+
+
+def test_predict_feeds_the_decomposed_kl_the_same_as_the_model():
+    from cfl_lightning.metrics import DecomposedKL
+
+    data = [dict(seed=0, count=30, num_strings=40), dict(seed=1, count=60, num_strings=90)]
+    models, dms = zip(*(build("lstm", i, d) for i, d in enumerate(data)))
+    for dm in dms:  # some test strings
+        dm.hparams.test_strings = 30 + 20 * int(dm.hparams.seed)
+    trainer = EnsembleTrainer([m.double() for m in models], list(dms))
+    metrics = [DecomposedKL(dm.pfsa) for dm in dms]
+    trainer.predict(
+        "test", [m.state_dict() for m in models],
+        lambda i, lp, st, mask: metrics[i].update(lp, st, mask),
+    )
+    for model, dm, metric in zip(models, dms, metrics):
+        ref = DecomposedKL(dm.pfsa)
+        model.eval()
+        with torch.no_grad():
+            for batch in dm.test_dataloader():
+                ref.update(model(batch["input_ids"]), batch["states"], batch["mask"].bool())
+        got, want = metric.compute(), ref.compute()
+        assert float(want["total"]) > 0
+        for key in want:
+            torch.testing.assert_close(got[key], want[key], rtol=1e-10, atol=1e-12, equal_nan=True)

@@ -56,6 +56,10 @@ class ParameterLayout:
             rows.append(torch.cat([named[n].detach().reshape(-1) for n in self.names]))
         return torch.stack(rows)
 
+    def stack_states(self, states: list[dict[str, Tensor]]) -> Tensor:
+        """``[M, P]`` from state dicts (as :meth:`state_dict` returns them)."""
+        return torch.stack([torch.cat([s[n].reshape(-1) for n in self.names]) for s in states])
+
     def views(self, flat: Tensor) -> dict[str, Tensor]:
         """Named ``[M, *shape]`` views of ``flat`` ``[M, P]`` (differentiable, no copies).
 

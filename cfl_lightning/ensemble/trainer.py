@@ -30,6 +30,7 @@ trajectories are statistically, not bitwise, those of sequential runs.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -227,6 +228,38 @@ class EnsembleTrainer:
             kl += sums.to(torch.float64)
             strings += batch.strings.to(torch.float64)
         return (kl / strings.clamp_min(1)).cpu()
+
+    # ------------------------------------------------------------------ evaluation
+    @torch.no_grad()
+    def predict(
+        self,
+        split: str,
+        states: list[dict[str, Tensor]],
+        update: Callable[[int, Tensor, Tensor, Tensor], None],
+    ) -> None:
+        """Feed every member's log-probabilities on its ``split`` strings to ``update``.
+
+        The members' networks (weights ``states``, e.g. the best checkpoints) run in eval mode
+        on their own batches of ``split``, packed side by side; for each member ``i`` and each
+        of its batches, ``update(i, log_probs [R, L, S+1], states [R, L], mask [R, L])`` is
+        called with the member's packed rows (position-additive consumers such as
+        ``DecomposedKL.update`` see exactly the positions of its own batches).
+        """
+        for dm in self.datamodules:
+            dm.setup("test" if split == "test" else "fit")
+        packed = _packed(self.datamodules, split, self.device)
+        params = self.layout.stack_states(states).to(self.device, self.models[0].dtype)
+        views = self.layout.views(params)
+        counts = packed.num_batches
+        for s in range(max(counts)):
+            ids = np.array([packed.first_batch[i] + s if s < n else -1 for i, n in enumerate(counts)])
+            taking = np.nonzero(ids >= 0)[0]
+            rows = torch.as_tensor(taking, device=self.device)
+            batch = packed.step(ids[taking])
+            sub = {k: v[rows] for k, v in views.items()} if len(taking) < len(ids) else views
+            log_probs = self.network(sub, batch.input_ids, batch.position, batch.slot, False)
+            for row, i in enumerate(taking):
+                update(int(i), log_probs[row], batch.states[row], batch.mask[row])
 
     # ------------------------------------------------------------------ fit
     def fit(self) -> list[MemberOutcome]:
