@@ -153,8 +153,9 @@ class PFADataModule(L.LightningDataModule):
         self.pfsa: PFSA = self._build_automaton()
         # The recorded hparam is the real alphabet size (the constructor value only sizes random
         # automata); Lightning merges data and model hparams and rejects a mismatch with the
-        # model's linked num_symbols.
-        self.hparams["num_symbols"] = self.pfsa.num_symbols
+        # model's num_symbols. Saved again (not edited in place) so that ``hparams_initial``,
+        # which the Trainer logs and merges, holds it too.
+        self.save_hyperparameters({**self.hparams, "num_symbols": self.pfsa.num_symbols})
         #: the training corpus's intervention (kind, event, count), validated on the automaton
         self.intervention: Intervention = self._check_intervention()
         #: the counted event (None without one)
