@@ -282,3 +282,55 @@ def test_readme_bring_your_own_model_example_runs(tmp_path):
     assert len(results["kl"]["state"]) == 4
     for key in ("kl_total", "kl_target", "kl_target_unweighted"):
         assert results[key] is not None and math.isfinite(results[key]), key
+
+
+TINY = '''
+import lightning as L
+import torch
+
+
+class Tiny(L.LightningModule):
+    """No num_symbols argument (outputs sized for a 2-symbol alphabet)."""
+
+    def __init__(self, width: int = 8, lr: float = 0.05):
+        super().__init__()
+        self.save_hyperparameters()
+        self.embed = torch.nn.Embedding(5, width)
+        self.out = torch.nn.Linear(width, 3)
+
+    def forward(self, input_ids):
+        return self.out(torch.cumsum(self.embed(input_ids), 1))
+
+    def training_step(self, batch, batch_idx):
+        from cfl_lightning import kl_to_automaton_loss
+        return kl_to_automaton_loss(self(batch["input_ids"]), batch)
+
+    def validation_step(self, batch, batch_idx):
+        pass
+
+    def test_step(self, batch, batch_idx):
+        pass
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=self.hparams.lr)
+'''
+
+
+def test_cli_model_switch_without_num_symbols(tmp_path, capsys, monkeypatch):
+    """A class without num_symbols: no link, the config's LSTM init_args dropped, its own
+    arguments given after --model=... are used."""
+    (tmp_path / "tiny_mod.py").write_text(TINY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    args = ["fit", "--config", str(ROOT / "configs" / "parity_starfree.yaml"),
+            "--model=tiny_mod.Tiny", "--model.init_args.width=4", "--data.num_strings=30",
+            "--data.count=90", "--data.val_strings=10", "--data.test_strings=20",
+            "--data.cache_dir=none", "--trainer.max_epochs=1",
+            f"--trainer.default_root_dir={tmp_path / 'run'}"]
+    assert main(args) == 0
+    path = Path(re.search(r"^results: (.+)$", capsys.readouterr().out, re.M).group(1))
+    results = json.loads(path.read_text())
+    assert results["model"] == "Tiny"
+    assert results["config"]["model"]["init_args"] == {"width": 4, "lr": 0.01}  # config's lr kept
+    assert results["num_parameters"] == 5 * 4 + 4 * 3 + 3
+    assert results["kl_total"] is not None and len(results["kl"]["state"]) == 4

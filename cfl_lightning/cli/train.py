@@ -73,6 +73,13 @@ def configure_threads(environ: dict[str, str] | None = None) -> int | None:
     return threads
 
 
+def _cli_class() -> type:
+    """The LightningCLI subclass (imports Lightning); a seam for tests that only parse."""
+    from cfl_lightning.cli.lightning_cli import CflLightningCLI
+
+    return CflLightningCLI
+
+
 def build_cli(args: list[str] | dict | None, *, run: bool = True) -> Any:
     """Construct (and with ``run=True`` execute) the training CLI on ``args``.
 
@@ -85,13 +92,12 @@ def build_cli(args: list[str] | dict | None, *, run: bool = True) -> Any:
 
     from lightning.pytorch import LightningModule
 
-    from cfl_lightning.cli.lightning_cli import CflLightningCLI
     from cfl_lightning.data import PFADataModule
 
     # ``args`` is how __main__ hands over its argv: LightningCLI's warning about sys.argv also
     # being non-empty does not apply.
     warnings.filterwarnings("ignore", message="LightningCLI's args parameter is intended")
-    return CflLightningCLI(
+    return _cli_class()(
         LightningModule,
         PFADataModule,
         subclass_mode_model=True,
