@@ -17,7 +17,14 @@ from cfl_lightning.automata import (
     random_pfsa,
     resampled_parity_starfree_pfsa,
 )
-from cfl_lightning.errors import CflError, EventError, InterventionError, PFSAError
+from cfl_lightning.errors import (
+    CflError,
+    EventError,
+    InterventionError,
+    OutputError,
+    PFSAError,
+    SizeError,
+)
 from cfl_lightning.sampling import Corpus, sample_corpus
 
 __version__ = "0.1.0"
@@ -45,6 +52,8 @@ __all__ = [
     "PFSAError",
     "EventError",
     "InterventionError",
+    "OutputError",
+    "SizeError",
     *_LAZY,
 ]
 
