@@ -52,14 +52,20 @@ def command_args(argv: list[str] | None, command: str) -> list[str]:
 def run_command(body: Callable[[], int | None], prog: str) -> int:
     """Run ``body``; turn user-facing errors into ``prog: error: ...`` and exit status 2.
 
-    SIGTERM and SIGHUP raise :class:`~cfl_lightning.io.Interrupted` inside ``body`` (so
+    Warnings are printed as ``prog: warning: ...`` (one line). SIGTERM and SIGHUP raise :class:`~cfl_lightning.io.Interrupted` inside ``body`` (so
     temporary files are removed) and end the command with status ``128 + signal``; Ctrl-C
     ends it with 130.
     """
+    import warnings
+
     from cfl_lightning.io import Interrupted, signals_interrupt
 
+    def show(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001
+        sys.stderr.write(f"{prog}: warning: {_first_line(Warning(message))}\n")
+
     try:
-        with signals_interrupt():
+        with signals_interrupt(), warnings.catch_warnings():
+            warnings.showwarning = show  # one line per warning, no source line
             return int(body() or 0)
     except CflError as err:
         sys.stderr.write(f"{prog}: error: {_first_line(err)}\n")

@@ -32,6 +32,8 @@ __all__ = [
     "available_memory",
     "check_memory",
     "check_sampling_memory",
+    "check_bytes",
+    "automaton_bytes",
     "format_bytes",
     "LongStringWarning",
     "MEMORY_LIMIT_ENV",
@@ -124,6 +126,10 @@ def estimate_sampling(
         A :class:`MemoryEstimate`; nothing is allocated.
     """
     k = int(num_strings)
+    check_bytes(
+        automaton_bytes(pfsa.num_states, pfsa.num_symbols),
+        what=f"solving an automaton with {pfsa.num_states:,} states",
+    )
     length = pfsa.expected_length()
     tokens = k * length
     bins = 0
@@ -204,6 +210,26 @@ def available_memory(device: str | torch.device = "cpu") -> int | None:
         except (RuntimeError, AssertionError):
             return None
     return _host_available()
+
+
+def automaton_bytes(num_states: int, num_symbols: int) -> int:
+    """Peak bytes of building, validating and solving an automaton of this size.
+
+    The dense ``[Q, Q]`` float64 linear solves (expected visits, lengths) and the per-arc Python
+    lists of validation and JSON dominate.
+    """
+    q, s = int(num_states), int(num_symbols)
+    return 3 * 8 * q * q + 200 * q * s
+
+
+def check_bytes(need: int, *, what: str, device: str | torch.device = "cpu") -> None:
+    """Raise :class:`SizeError` when ``need`` bytes exceed the memory available on ``device``."""
+    have = available_memory(device)
+    if have is not None and have >= 0 and need > have:
+        raise SizeError(
+            f"{what} needs ~{format_bytes(need)}, more than the {format_bytes(have)} of memory "
+            f"available ({MEMORY_LIMIT_ENV} overrides the limit)"
+        )
 
 
 def check_memory(
