@@ -40,7 +40,11 @@ __all__ = [
     "same_file",
     "signals_interrupt",
     "Interrupted",
+    "read_text",
+    "MAX_INPUT_BYTES",
 ]
+
+MAX_INPUT_BYTES = 512 * 1024**2  # input files (automata, sweeps) larger than this are refused
 
 PathLike = str | os.PathLike
 
@@ -211,6 +215,23 @@ def _file_mode(target: Path) -> int:
     mask = os.umask(0)
     os.umask(mask)
     return 0o666 & ~mask
+
+
+def read_text(
+    path: PathLike, *, limit: int = MAX_INPUT_BYTES, error: type[Exception] = OutputError
+) -> str:
+    """Read a UTF-8 text input, at most ``limit`` bytes (a pipe or ``/dev/zero`` cannot make it
+    read forever).
+
+    Raises:
+        error: the input is larger than ``limit`` bytes.
+        OSError, UnicodeDecodeError: as :func:`open` and decoding raise them.
+    """
+    with open(path, "rb") as handle:
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise error(f"{os.fspath(path)}: input larger than {limit:,} bytes; refusing to read it")
+    return data.decode("utf-8")
 
 
 def atomic_write_text(path: PathLike, text: str, *, inputs: Iterable[PathLike | None] = ()) -> None:

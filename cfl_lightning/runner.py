@@ -23,7 +23,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from cfl_lightning.analysis.sweeps import SweepPoint, build_command, find_results, iter_plan
+from cfl_lightning.analysis.sweeps import (
+    SweepPoint,
+    build_command,
+    check_grid_size,
+    done_points,
+    find_results,
+    iter_plan,
+    point_hash,
+)
 from cfl_lightning.io import atomic_write_text
 
 __all__ = ["run_sweep", "SweepSummary", "child_env", "THREAD_ENV"]
@@ -131,7 +139,8 @@ def run_sweep(
         max_points: refuse grids larger than this (default
             :data:`~cfl_lightning.analysis.sweeps.MAX_POINTS`).
 
-    The grid is walked lazily: only the (at most ``limit``) points to run are kept.
+    The grid is walked lazily and only up to the ``limit``-th pending point; done points beyond
+    it are counted from their directories (:func:`~cfl_lightning.analysis.sweeps.done_points`).
 
     Raises:
         SweepError: the grid is larger than ``max_points``.
@@ -139,16 +148,22 @@ def run_sweep(
     stream = sys.stderr if stream is None else stream
     output = Path(output).absolute()
     cwd = Path.cwd()
-    summary = SweepSummary()
+    summary = SweepSummary(total=check_grid_size(config, max_points, source=source))
     pending: list[SweepPoint] = []
+    seen_done: set[str] = set()
+    stopped = False
     for point in iter_plan(config, output, max_points=max_points):
-        summary.total += 1
         if point.done:
-            summary.skipped += 1
-        elif limit is None or len(pending) < limit:
-            pending.append(point)
+            seen_done.add(point_hash(point.params))
+        elif limit is not None and len(pending) >= limit:
+            stopped = True  # the rest of the grid is not walked: --limit on a huge grid is cheap
+            break
         else:
-            summary.not_run += 1
+            pending.append(point)
+    summary.skipped = len(seen_done)
+    if stopped:  # done points further on, found from their directories
+        summary.skipped += len(set(done_points(config, output)) - seen_done)
+    summary.not_run = summary.total - summary.skipped - len(pending)
 
     def command_of(point: SweepPoint) -> list[str]:
         return build_command(config, point.params, run_dir=point.directory, absolute_from=cwd)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from cfl_lightning.errors import CflError
-from cfl_lightning.io import atomic_open, atomic_write_text, check_output
+from cfl_lightning.io import atomic_open, atomic_write_text, check_output, read_text
 
 __all__ = ["DotNotFoundError", "format_weight", "automaton_graph", "render_automaton", "FORMATS"]
 
@@ -61,7 +61,7 @@ def _load(source: str | os.PathLike | Mapping[str, Any]) -> dict[str, Any]:
     else:
         where = os.fspath(source)
         try:
-            data = json.loads(Path(source).read_text(encoding="utf-8"))
+            data = json.loads(read_text(source, error=CflError))
         except FileNotFoundError:
             raise CflError(f"no such file: {where}") from None
         except IsADirectoryError:

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from cfl_lightning.errors import CflError
+from cfl_lightning.io import read_text
 
 __all__ = [
     "SweepError",
@@ -59,6 +60,8 @@ __all__ = [
     "find_results",
     "plan_sweep",
     "iter_plan",
+    "grid_contains",
+    "done_points",
     "run_sweep",
     "SweepSummary",
     "child_env",
@@ -116,10 +119,12 @@ def load_sweep(path: str | os.PathLike) -> dict[str, Any]:
     import yaml
 
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise SweepError(f"no such sweep file: {path}")
+    if path.is_dir():
+        raise SweepError(f"{path}: is a directory, not a sweep file")
     try:
-        config = yaml.safe_load(path.read_text(encoding="utf-8"))
+        config = yaml.safe_load(read_text(path, error=SweepError))
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
@@ -469,6 +474,51 @@ def iter_plan(
         name = run_name(params, varying)
         directory = existing.get(point_hash(params), output / name)
         yield SweepPoint(params, directory.name, directory, find_results(directory) is not None)
+
+
+def grid_contains(config: Mapping[str, Any], params: Mapping[str, Any]) -> bool:
+    """Whether ``params`` is a point of the grid (same names, every value on its axis)."""
+    from sweeps.grid_search import yaml_hash
+
+    axes = _grid_axes(config)
+    if set(params) != {name for name, _, _ in axes}:
+        return False
+    for name, values, constant in axes:
+        value = params[name]
+        if values is None:
+            ok = yaml_hash(value) == yaml_hash(constant)
+        elif isinstance(values, range):
+            ok = isinstance(value, int) and not isinstance(value, bool) and value in values
+        else:
+            ok = yaml_hash(value) in {yaml_hash(v) for v in values}
+        if not ok:
+            return False
+    return True
+
+
+def done_points(config: Mapping[str, Any], output: str | os.PathLike) -> dict[str, Path]:
+    """``{point_hash: directory}`` of the grid's points already done under ``output``.
+
+    Found from the directories (their ``params.json`` and ``results.json``), without walking
+    the grid: what :func:`cfl_lightning.runner.run_sweep` counts as "already done" beyond
+    the points it walked.
+    """
+    output = Path(output)
+    found: dict[str, Path] = {}
+    if not output.is_dir():
+        return found
+    for child in sorted(output.iterdir()):
+        if not (child.is_dir() and "_" in child.name and (child / "params.json").is_file()):
+            continue
+        try:
+            params = json.loads(read_text(child / "params.json", limit=1 << 20, error=SweepError))
+        except (OSError, ValueError):
+            continue
+        if isinstance(params, dict) and find_results(child) is not None:
+            key = point_hash(params)
+            if key == child.name.rsplit("_", 1)[1] and grid_contains(config, params):
+                found.setdefault(key, child)
+    return found
 
 
 def plan_sweep(

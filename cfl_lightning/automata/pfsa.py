@@ -33,7 +33,7 @@ import torch
 from torch import Tensor
 
 from cfl_lightning.errors import PFSAError
-from cfl_lightning.io import atomic_write_text
+from cfl_lightning.io import atomic_write_text, read_text
 
 __all__ = ["PFSA", "NORMALIZATION_TOLERANCE", "RESERVED_SYMBOLS", "check_names"]
 
@@ -425,16 +425,17 @@ class PFSA:
         """
         name = os.fspath(path)
         try:
-            with open(name, encoding="utf-8") as handle:
-                data = json.load(handle)
+            data = json.loads(read_text(name, error=PFSAError))
         except FileNotFoundError:
             raise PFSAError(f"{name}: no such file") from None
         except IsADirectoryError:
             raise PFSAError(f"{name}: is a directory, not an automaton file") from None
         except json.JSONDecodeError as err:
             raise PFSAError(f"{name}: not valid JSON ({err.msg} at line {err.lineno})") from None
-        except (OSError, UnicodeDecodeError) as err:
-            raise PFSAError(f"{name}: cannot read ({err})") from None
+        except UnicodeDecodeError:
+            raise PFSAError(f"{name}: not a text file (not UTF-8); expected automaton JSON") from None
+        except OSError as err:
+            raise PFSAError(f"{name}: cannot read ({err.strerror or err})") from None
         return cls.from_dict(data, source=name)
 
     def __repr__(self) -> str:
