@@ -44,7 +44,7 @@ __all__ = [
     "MAX_INPUT_BYTES",
 ]
 
-MAX_INPUT_BYTES = 512 * 1024**2  # input files (automata, sweeps) larger than this are refused
+MAX_INPUT_BYTES = 256 * 1024**2  # input files (automata, sweeps) larger than this are refused
 
 PathLike = str | os.PathLike
 

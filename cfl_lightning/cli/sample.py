@@ -64,25 +64,25 @@ def main(argv: list[str] | None = None) -> int:
         device = check_device(args.device)
         pfsa = PFSA.from_json(args.automaton)
         known = args.intervention != "none" and args.count is not None and args.count >= 0
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", LongStringWarning)  # sample_corpus warns once
-            estimate = check_sampling_memory(
-                pfsa, max(args.num_strings, 1), intervention=args.intervention if known else "none",
-                event=args.event if known else None, count=args.count if known else None,
-                device=device, write=True, what="this corpus",
-            )
-        corpus = sample_corpus(
-            pfsa,
-            args.num_strings,
-            seed=args.seed,
-            intervention=args.intervention,
-            event=args.event,
-            count=args.count,
-            method=args.method,
-            device=args.device,
-            max_tries=args.max_tries,
-            progress=True,
+        estimate = check_sampling_memory(  # warns on extreme lengths, refuses what won't fit
+            pfsa, max(args.num_strings, 1), intervention=args.intervention if known else "none",
+            event=args.event if known else None, count=args.count if known else None,
+            device=device, write=True, what="this corpus",
         )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", LongStringWarning)  # said once above
+            corpus = sample_corpus(
+                pfsa,
+                args.num_strings,
+                seed=args.seed,
+                intervention=args.intervention,
+                event=args.event,
+                count=args.count,
+                method=args.method,
+                device=args.device,
+                max_tries=args.max_tries,
+                progress=True,
+            )
         if sys.stderr.isatty() and estimate.expected_tokens > 1e6:
             sys.stderr.write(f"writing {len(corpus):,} strings to {args.output} ...\n")
         corpus.write_jsonl(args.output, pfsa.alphabet)
