@@ -66,7 +66,8 @@ def signals_interrupt() -> Iterator[None]:
     """Within the block, SIGTERM and SIGHUP raise :class:`Interrupted` (SIGINT already raises
     ``KeyboardInterrupt``), so ``finally`` clauses and :func:`atomic_open` clean up.
 
-    Outside the main thread it does nothing (Python only handles signals there).
+    A signal the process ignores (SIGHUP under ``nohup``) stays ignored. Outside the main thread
+    it does nothing (Python only handles signals there).
     """
 
     def handler(signum: int, frame: Any) -> None:
@@ -75,7 +76,8 @@ def signals_interrupt() -> Iterator[None]:
     previous = {}
     try:
         for sig in (signal.SIGTERM, signal.SIGHUP):
-            previous[sig] = signal.signal(sig, handler)
+            if signal.getsignal(sig) is not signal.SIG_IGN:  # keep `nohup` working
+                previous[sig] = signal.signal(sig, handler)
     except ValueError:  # not the main thread
         pass
     try:

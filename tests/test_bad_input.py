@@ -606,3 +606,15 @@ def test_check_output_names_the_input(work):
     with pytest.raises(OutputError, match="is the input file"):
         check_output(work / "dir/../a.json", [work / "a.json"])
     assert check_output(work / "fresh.json", [work / "a.json"]) == "file"
+
+
+def test_ignored_hangup_stays_ignored():
+    """Under ``nohup`` (SIGHUP ignored) a command must not start dying on hangup."""
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with signals_interrupt():
+            assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+            assert signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, signal.SIG_IGN)
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, previous)
