@@ -220,15 +220,16 @@ def _file_mode(target: Path) -> int:
 
 
 def read_text(
-    path: PathLike, *, limit: int = MAX_INPUT_BYTES, error: type[Exception] = OutputError
+    path: PathLike, *, limit: int | None = None, error: type[Exception] = OutputError
 ) -> str:
-    """Read a UTF-8 text input, at most ``limit`` bytes (a pipe or ``/dev/zero`` cannot make it
-    read forever).
+    """Read a UTF-8 text input, at most ``limit`` bytes (default :data:`MAX_INPUT_BYTES`), so a
+    pipe or ``/dev/zero`` cannot make it read forever.
 
     Raises:
         error: the input is larger than ``limit`` bytes.
         OSError, UnicodeDecodeError: as :func:`open` and decoding raise them.
     """
+    limit = MAX_INPUT_BYTES if limit is None else int(limit)
     with open(path, "rb") as handle:
         data = handle.read(limit + 1)
     if len(data) > limit:

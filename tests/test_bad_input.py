@@ -279,10 +279,7 @@ def test_endless_input_device_is_refused_with_bounded_memory(work, monkeypatch, 
         os.mknod(node, stat.S_IFCHR | 0o444, os.makedev(1, 5))  # a /dev/zero twin
     except (PermissionError, OSError) as err:
         pytest.skip(f"cannot create a device node here: {err}")
-    monkeypatch.setattr("cfl_lightning.io.MAX_INPUT_BYTES", 1 << 20)
-    monkeypatch.setattr(
-        "cfl_lightning.io.read_text.__kwdefaults__", {"limit": 1 << 20, "error": OutputError}
-    )
+    monkeypatch.setattr("cfl_lightning.io.MAX_INPUT_BYTES", 1 << 20)  # 256 MB by default
     code = run_main(["sample", "--automaton", str(node), "--num-strings", "5", "--seed", "0"] + OUT)
     assert code == 2 and "input larger than 1,048,576 bytes" in capsys.readouterr().err
 
