@@ -131,7 +131,9 @@ def check_output(path: PathLike, inputs: Iterable[PathLike | None] = (), *, what
     label = f"{what} {os.fspath(path)}" if what else os.fspath(path)
     for source in inputs:
         if source is not None and same_file(path, source):
-            raise OutputError(f"{label} is the input file {os.fspath(source)}; refusing to overwrite it")
+            raise OutputError(
+                f"{label} is the input file {os.fspath(source)}; refusing to overwrite it"
+            )
     kind = output_kind(path)
     if kind.startswith("refuse:"):
         raise OutputError(f"{label} {kind[len('refuse:'):]}")

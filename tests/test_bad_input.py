@@ -119,7 +119,9 @@ def work(tmp_path, monkeypatch):
     (tmp_path / "dir" / "inside").write_text("x")
     (tmp_path / "link-to-a.json").symlink_to("a.json")
     (tmp_path / "big.yaml").write_text(
-        SWEEP.format(extra="  data.seed:\n    distribution: int_uniform\n    min: 0\n    max: 1000000000\n")
+        SWEEP.format(
+            extra="  data.seed:\n    distribution: int_uniform\n    min: 0\n    max: 1000000000\n"
+        )
     )
     return tmp_path
 
@@ -400,8 +402,15 @@ def test_size_refusals_keep_peak_memory_bounded(work):
 
 
 GRIDS = [
-    {"b": {"values": [3, 1, 3, 2]}, "a": {"value": "c"}, "A.z": {"values": [True, 1, 1.0, "1", None]}},
-    {"x": {"distribution": "int_uniform", "min": -2, "max": 3}, "m": {"values": [[1, 2], {"k": 1}]}},
+    {
+        "b": {"values": [3, 1, 3, 2]},
+        "a": {"value": "c"},
+        "A.z": {"values": [True, 1, 1.0, "1", None]},
+    },
+    {
+        "x": {"distribution": "int_uniform", "min": -2, "max": 3},
+        "m": {"values": [[1, 2], {"k": 1}]},
+    },
     {"q": {"distribution": "q_uniform", "min": 0, "max": 1, "q": 0.3}, "data.n": {"values": [5]}},
     {"z.y": {"value": 1}, "z.a": {"values": ["null", "x", "null"]}, "y": {"values": [2, 1]}},
 ]
@@ -465,7 +474,9 @@ def test_limit_counts_done_points_beyond_the_walk(work, capsys):
     assert run_main(["sweep", str(path), "--output", "out", "--limit", "6"]) == 0
     capsys.readouterr()
     for name in ("a", "b"):  # undo a1 and b1: pending a1, then a2 a3 done, b1 pending, b2 b3 done
-        done = [d for d in (work / "out").iterdir() if f"_{name}_" in f"_{d.name}" and "x-1" in d.name]
+        done = [
+            d for d in (work / "out").iterdir() if f"_{name}_" in f"_{d.name}" and "x-1" in d.name
+        ]
         (done[0] / "results.json").unlink()
     assert len(points) == 6
     assert run_main(["sweep", str(path), "--output", "out", "--limit", "1", "--dry-run"]) == 0
@@ -562,7 +573,7 @@ def test_names_allowed_elsewhere():
 
 @pytest.mark.parametrize("call,message", [
     (lambda g: g.random_pfsa(5, 2, np.int64(1), np.uint8(2)), None),
-    (lambda g: g.random_pfsa(5, 2, -1, 0), "topology seed must be 0..2\\*\\*64-1|0..18446744073709551615"),
+    (lambda g: g.random_pfsa(5, 2, -1, 0), "topology seed must be an integer in 0..2\\*\\*64-1"),
     (lambda g: g.random_pfsa(5, 2, 0, 2**64), "weight seed"),
     (lambda g: g.random_pfsa(5, 2, 0, 0, keep_prob=1.5), "keep_prob must be in \\[0, 1\\]"),
     (lambda g: g.random_pfsa(5, 2, 0, 0, accept_prob=float("nan")), "accept_prob"),

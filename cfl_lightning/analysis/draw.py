@@ -67,7 +67,9 @@ def _load(source: str | os.PathLike | Mapping[str, Any]) -> dict[str, Any]:
         except IsADirectoryError:
             raise CflError(f"{where}: is a directory, not an automaton file") from None
         except UnicodeDecodeError:
-            raise CflError(f"{where}: not a text file (not UTF-8); expected automaton JSON") from None
+            raise CflError(
+                f"{where}: not a text file (not UTF-8); expected automaton JSON"
+            ) from None
         except json.JSONDecodeError as err:
             raise CflError(f"{where}: invalid JSON (line {err.lineno}): {err.msg}") from None
         except OSError as err:

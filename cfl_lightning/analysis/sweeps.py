@@ -197,7 +197,8 @@ def _grid_axes(config: Mapping[str, Any]) -> list[tuple[str, Sequence[Any] | Non
     built only after :func:`check_grid_size` (see :func:`iter_grid`). ``values`` is None for a
     constant.
     """
-    sweeps = _import_sweeps()
+    _import_sweeps()  # quietly, once
+    from sweeps.config import ParamValidationError
     from sweeps.grid_search import yaml_hash
     from sweeps.params import HyperParameter, HyperParameterSet
 
@@ -205,7 +206,7 @@ def _grid_axes(config: Mapping[str, Any]) -> list[tuple[str, Sequence[Any] | Non
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             params = HyperParameterSet.from_config(dict(config["parameters"]))
-    except (ValueError, KeyError, TypeError, AssertionError, sweeps.params.ParamValidationError) as err:
+    except (ValueError, KeyError, TypeError, AssertionError, ParamValidationError) as err:
         raise SweepError(f"cannot expand the grid: {err}") from None
     axes: list[tuple[str, Sequence[Any] | None, Any]] = []
     for p in params:
@@ -452,7 +453,8 @@ def find_results(directory: str | os.PathLike) -> Path | None:
 
 
 def _varying(config: Mapping[str, Any]) -> list[str]:
-    return [name for name, values, _ in _grid_axes(config) if values is not None and len(values) > 1]
+    axes = _grid_axes(config)
+    return [name for name, values, _ in axes if values is not None and len(values) > 1]
 
 
 def iter_plan(

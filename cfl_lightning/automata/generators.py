@@ -48,7 +48,10 @@ def _integer(value: object, name: str, low: int, high: int | None = None) -> int
 
 
 def _seed(value: object, name: str) -> int:
-    return _integer(value, name, 0, 2**64 - 1)
+    try:
+        return _integer(value, name, 0, 2**64 - 1)
+    except PFSAError:
+        raise PFSAError(f"{name} must be an integer in 0..2**64-1, got {value!r}") from None
 
 
 def _real(value: object, name: str, low: float, high: float, *, open_low: bool = False) -> float:

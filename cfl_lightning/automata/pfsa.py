@@ -267,9 +267,10 @@ class PFSA:
 
         Raises:
             PFSAError: naming the offending state or symbol (and the file, when known) for
-                names that :func:`check_names` rejects, non-finite or negative weights, a state whose outgoing plus final weights do not
-                sum to one (tolerance ``1e-6``), a target index out of range, duplicate names, or
-                a reachable state from which the automaton cannot terminate.
+                names that :func:`check_names` rejects, non-finite or negative weights, a state
+                whose outgoing plus final weights do not sum to one (tolerance ``1e-6``), a
+                target index out of range, or a reachable state from which the automaton cannot
+                terminate.
         """
         where = self._where()
         q, s = self.num_states, self.num_symbols
@@ -433,7 +434,9 @@ class PFSA:
         except json.JSONDecodeError as err:
             raise PFSAError(f"{name}: not valid JSON ({err.msg} at line {err.lineno})") from None
         except UnicodeDecodeError:
-            raise PFSAError(f"{name}: not a text file (not UTF-8); expected automaton JSON") from None
+            raise PFSAError(
+                f"{name}: not a text file (not UTF-8); expected automaton JSON"
+            ) from None
         except OSError as err:
             raise PFSAError(f"{name}: cannot read ({err.strerror or err})") from None
         return cls.from_dict(data, source=name)

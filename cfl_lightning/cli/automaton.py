@@ -41,7 +41,10 @@ def build_parser() -> ArgumentParser:
     par = kinds.add_parser("parity", help="the paper's parity + star-free automaton (Figure 1)")
     par.add_argument("--eta", type=float, default=0.5, help="P(a) at init (fixed weights)")
     par.add_argument(
-        "--weight-seed", type=seed_type, default=None, help="resample Dirichlet weights with this seed"
+        "--weight-seed",
+        type=seed_type,
+        default=None,
+        help="resample Dirichlet weights with this seed",
     )
     par.add_argument(
         "--final-weight", type=float, default=None,
@@ -83,7 +86,9 @@ def main(argv: list[str] | None = None) -> int:
             final = 0.1 if args.final_weight is None else args.final_weight
             pfsa = generators.resampled_parity_starfree_pfsa(args.weight_seed, final_weight=final)
         elif args.final_weight is not None:
-            raise CflError("--final-weight applies only with --weight-seed (Figure 1 fixes it at 0.1)")
+            raise CflError(
+                "--final-weight applies only with --weight-seed (Figure 1 fixes it at 0.1)"
+            )
         else:
             pfsa = generators.parity_starfree_pfsa(args.eta)
         pfsa.to_json(args.output)

@@ -52,7 +52,8 @@ def command_args(argv: list[str] | None, command: str) -> list[str]:
 def run_command(body: Callable[[], int | None], prog: str) -> int:
     """Run ``body``; turn user-facing errors into ``prog: error: ...`` and exit status 2.
 
-    Warnings are printed as ``prog: warning: ...`` (one line). SIGTERM and SIGHUP raise :class:`~cfl_lightning.io.Interrupted` inside ``body`` (so
+    Warnings are printed as ``prog: warning: ...`` (one line). SIGTERM and SIGHUP raise
+    :class:`~cfl_lightning.io.Interrupted` inside ``body`` (so
     temporary files are removed) and end the command with status ``128 + signal``; Ctrl-C
     ends it with 130.
     """

@@ -30,7 +30,9 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--num-strings", type=int, required=True, help="number of strings K")
     parser.add_argument("--seed", type=seed_type, required=True, help="random seed (0..2**64-1)")
     parser.add_argument(
-        "--output", required=True, help="output .jsonl path (written atomically; a pipe is streamed)"
+        "--output",
+        required=True,
+        help="output .jsonl path (written atomically; a pipe is streamed)",
     )
     parser.add_argument("--intervention", choices=INTERVENTIONS, default="none")
     parser.add_argument(

@@ -186,7 +186,10 @@ def _host_available() -> int | None:
         pass
     for limit, usage in (
         ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
-        ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"),
+        (
+            "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+            "/sys/fs/cgroup/memory/memory.usage_in_bytes",
+        ),
     ):
         cap, used = _read_int(limit), _read_int(usage)
         if cap is not None and used is not None and cap < 2**60:
@@ -243,7 +246,8 @@ def check_memory(
     dev = torch.device(device)
     checks = [(estimate.total, "cpu")]
     if dev.type == "cuda":
-        checks = [(estimate.bins_bytes + estimate.corpus_bytes, dev), (estimate.corpus_bytes, "cpu")]
+        device_bytes = estimate.bins_bytes + estimate.corpus_bytes
+        checks = [(device_bytes, dev), (estimate.corpus_bytes, "cpu")]
     for need, where in checks:
         have = available_memory(where)
         if have is not None and have >= 0 and need > have:
