@@ -18,7 +18,14 @@ from cfl_lightning.automata import (
     random_pfsa,
     resampled_parity_starfree_pfsa,
 )
-from cfl_lightning.errors import CflError, EventError, InterventionError, PFSAError
+from cfl_lightning.errors import (
+    CflError,
+    EventError,
+    InterventionError,
+    OutputError,
+    PFSAError,
+    SizeError,
+)
 from cfl_lightning.losses import kl_to_automaton_loss
 from cfl_lightning.sampling import Corpus, Intervention, sample_corpus
 
@@ -51,6 +58,8 @@ __all__ = [
     "PFSAError",
     "EventError",
     "InterventionError",
+    "OutputError",
+    "SizeError",
     *_LAZY,
 ]
 

@@ -27,6 +27,7 @@ from cfl_lightning.sampling.corpus import Corpus
 from cfl_lightning.sampling.counts import CountLaw, split_at_least, split_exact
 from cfl_lightning.sampling.intervention import INTERVENTIONS, Intervention
 from cfl_lightning.sampling.paths import sample_paths
+from cfl_lightning.sampling.request import check_request
 from cfl_lightning.semiring.backward import ScaledBins, backward_fast
 
 __all__ = ["sample_corpus", "resolve_device", "INTERVENTIONS", "METHODS"]
@@ -79,7 +80,12 @@ def sample_corpus(
         EventError: malformed event or unknown name.
         InterventionError: bad arguments or an impossible target.
         RejectionExhaustedError: rejection found no corpus within ``max_tries``.
+        SizeError: the request would not fit in memory (see :mod:`~cfl_lightning.sampling.budget`).
     """
+    num_strings, seed, count = check_request(
+        pfsa, num_strings, seed=seed, intervention=intervention, event=event, count=count,
+        device=device, max_tries=max_tries,
+    )
     spec = Intervention.create(intervention, event, count)
     if method not in METHODS:
         raise InterventionError(f"unknown method {method!r}; expected one of {', '.join(METHODS)}")
@@ -96,7 +102,7 @@ def sample_corpus(
         if method == "rejection":
             corpus = _rejection(automaton, num_strings, spec, event_fn, paths_gen, max_tries)
         else:
-            counts_gen = torch.Generator().manual_seed(seed + 0x9E3779B9)
+            counts_gen = torch.Generator().manual_seed((seed + 0x9E3779B9) % 2**64)
             if intervention == "at_least_once":
                 corpus = _at_least_once(
                     automaton, event_fn, num_strings, count, counts_gen, paths_gen, bar
