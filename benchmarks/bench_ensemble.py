@@ -163,7 +163,7 @@ def method_rates(arch, m, dms, models, device, steps, methods):
     from cfl_lightning.ensemble import (
         PackedCorpora, ParameterLayout, StackedAdam, clip_rows_, stacked_network,
     )
-    from cfl_lightning.models.losses import kl_per_position
+    from cfl_lightning.losses import kl_per_position
 
     dms, models = dms[:m], models[:m]
     layout = ParameterLayout.of(models[0])
@@ -214,6 +214,7 @@ def method_rates(arch, m, dms, models, device, steps, methods):
         net_models = [mod.to(device).train() for mod in models]
         opts = [torch.optim.Adam(mod.parameters(), lr=0.01) for mod in net_models]
         from cfl_lightning.data.batching import collate
+        from cfl_lightning.losses import kl_to_automaton_loss
 
         for k, local in enumerate(plan):
             batches = [
@@ -226,7 +227,7 @@ def method_rates(arch, m, dms, models, device, steps, methods):
             start = time.perf_counter()
             for mod, opt, batch in zip(net_models, opts, batches):
                 opt.zero_grad(set_to_none=True)
-                loss, _, _ = mod._losses(batch)
+                loss = kl_to_automaton_loss(mod(batch["input_ids"]), batch)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(mod.parameters(), 5.0)
                 opt.step()

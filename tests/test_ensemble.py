@@ -28,6 +28,7 @@ from cfl_lightning.ensemble import (
     stacked_network,
 )
 from cfl_lightning.ensemble.ticks import by_width, lockstep
+from cfl_lightning.losses import kl_per_position
 from cfl_lightning.models import LSTMLanguageModel, TransformerLanguageModel
 
 logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
@@ -160,9 +161,10 @@ def test_members_train_exactly_as_sequential_runs(arch, pacing, tmp_path):
     for (record, ep, best_score, best_state), out in zip(refs, outcomes):
         assert len(out.step_losses) == len(record.losses)
         np.testing.assert_allclose(out.step_losses, record.losses, rtol=1e-10, atol=1e-12)
-        np.testing.assert_allclose(out.val_history, record.vals, rtol=1e-10)
+        # validation values are logged (and compared) as float32, in both
+        np.testing.assert_allclose(out.val_history, record.vals, rtol=1e-6)
         assert out.epochs == ep
-        assert out.best_val_loss == pytest.approx(best_score, rel=1e-10)
+        assert out.best_val_loss == pytest.approx(best_score, rel=1e-6)
         for name, value in out.best_state.items():
             # Adam divides by sqrt(v): rounding in near-zero gradients grows to ~1e-9
             torch.testing.assert_close(value, best_state[name], rtol=1e-6, atol=1e-7)
@@ -245,9 +247,9 @@ def _untrained_val(seeds, data):
         kl = strings = 0.0
         with torch.no_grad():
             for batch in dm.val_dataloader():
-                _, sums, _ = model._losses(batch)
-                kl += float(sums["kl"])
-                strings += float(sums["strings"])
+                mask = batch["mask"].bool()
+                kl += float(kl_per_position(batch["target_probs"], model(batch["input_ids"]), mask).sum())
+                strings += mask.shape[0]
         out.append(kl / strings)
     return out
 

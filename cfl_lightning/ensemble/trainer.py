@@ -45,7 +45,7 @@ from cfl_lightning.ensemble.schedule import MemberSchedule
 from cfl_lightning.ensemble.stacking import ParameterLayout
 from cfl_lightning.ensemble.ticks import by_width, lockstep
 from cfl_lightning.ensemble.transformer import StackedTransformer
-from cfl_lightning.models.losses import cross_entropy_per_position, kl_per_position
+from cfl_lightning.losses import cross_entropy_per_position, kl_per_position
 
 __all__ = ["TrainSettings", "MemberOutcome", "EnsembleTrainer", "stacked_network"]
 
@@ -290,7 +290,9 @@ class EnsembleTrainer:
         step_log: list = []
         for epoch in range(self.settings.max_epochs):
             self._train_epoch(params, optimizer, live, epoch, step_log)
-            values = self._validate(params.detach(), live).tolist()
+            # rounded to float32 as Lightning logs them: the sequential run's LR schedule, early
+            # stopping and checkpointing compare these logged values
+            values = self._validate(params.detach(), live).to(torch.float32).tolist()
             improved = []
             for row, i in enumerate(live):
                 histories[i].append(values[row])
