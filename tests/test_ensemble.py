@@ -351,3 +351,43 @@ def test_predict_feeds_the_decomposed_kl_the_same_as_the_model():
         assert float(want["total"]) > 0
         for key in want:
             torch.testing.assert_close(got[key], want[key], rtol=1e-10, atol=1e-12, equal_nan=True)
+
+
+def test_ensemble_members_write_the_results_their_own_fit_writes(tmp_path, capsys):
+    """run_members vs ``python -m cfl_lightning fit`` (in-process) on the same arguments."""
+    import json
+
+    from cfl_lightning.cli.train import main as fit_main
+    from cfl_lightning.ensemble.run import run_members
+
+    def args(seed: int, root) -> list[str]:
+        return ["--config", "configs/parity_starfree.yaml", f"--seed_everything={seed}",
+                "--data.num_strings=40", "--data.count=80", "--data.val_strings=20",
+                "--data.test_strings=30", "--data.cache_dir=none", "--trainer.max_epochs=3",
+                "--model.init_args.dropout=0", "--model.init_args.param_budget=8000",
+                f"--trainer.default_root_dir={root}"]
+
+    seeds = (0, 1)
+    for seed in seeds:
+        assert fit_main(["fit", *args(seed, tmp_path / "plain" / str(seed))]) == 0
+    status = run_members(
+        [{"name": f"s{seed}", "args": args(seed, tmp_path / "ens" / str(seed))} for seed in seeds]
+    )
+    assert status == {"s0": None, "s1": None}
+    for seed in seeds:
+        (plain,) = (tmp_path / "plain" / str(seed)).rglob("results.json")
+        (ens,) = (tmp_path / "ens" / str(seed)).rglob("results.json")
+        assert plain.relative_to(tmp_path / "plain" / str(seed)) == ens.relative_to(
+            tmp_path / "ens" / str(seed)
+        )
+        a, b = json.loads(plain.read_text()), json.loads(ens.read_text())
+        assert list(a) == list(b)
+        for key in ("model", "intervention", "event", "count", "realized_count", "num_strings",
+                    "num_parameters", "seed", "automaton_id", "epochs", "occurrences"):
+            assert a[key] == b[key], key
+        assert b["kl_total"] == pytest.approx(a["kl_total"], rel=1e-4)
+        assert b["best_val_loss"] == pytest.approx(a["best_val_loss"], rel=1e-5)
+        assert b["kl"]["state"] == pytest.approx(a["kl"]["state"], rel=1e-3, abs=1e-7)
+        # the same config but for the run directory
+        moved = json.dumps(a["config"]).replace(str(tmp_path / "plain"), str(tmp_path / "ens"))
+        assert json.loads(moved) == b["config"]

@@ -76,7 +76,7 @@ def _reason(err: BaseException) -> str:
 
 
 def _train_group(group: list[Any], device: str, status: dict, stream: TextIO) -> None:
-    from cfl_lightning.ensemble.evaluate import test_member
+    from cfl_lightning.ensemble.evaluate import test_members, write_member_results
     from cfl_lightning.ensemble.trainer import EnsembleTrainer
 
     names = [m.name for m in group]
@@ -87,16 +87,18 @@ def _train_group(group: list[Any], device: str, status: dict, stream: TextIO) ->
             device=device,
         )
         outcomes = trainer.fit()
+        kl_results = test_members(trainer, outcomes)
     except Exception as err:  # noqa: BLE001
         traceback.print_exc()
         for name in names:
             status[name] = f"ensemble of {len(names)} failed: {_reason(err)}"
             _say(stream, f"FAILED {name}: {status[name]}")
         return
-    _say(stream, f"trained {len(names)} members in {time.perf_counter() - started:.1f} s")
-    for member, outcome in zip(group, outcomes):
+    _say(stream, f"trained and tested {len(names)} members in "
+                 f"{time.perf_counter() - started:.1f} s")
+    for member, outcome, kl_result in zip(group, outcomes, kl_results):
         try:
-            path = test_member(member, outcome)
+            path = write_member_results(member, outcome, kl_result)
             status[member.name] = None
             _say(stream, f"done {member.name}: {path}")
         except Exception as err:  # noqa: BLE001
