@@ -391,3 +391,66 @@ def test_ensemble_members_write_the_results_their_own_fit_writes(tmp_path, capsy
         # the same config but for the run directory
         moved = json.dumps(a["config"]).replace(str(tmp_path / "plain"), str(tmp_path / "ens"))
         assert json.loads(moved) == b["config"]
+
+
+def _points(params_list, root):
+    from cfl_lightning.analysis.sweeps import SweepPoint, run_name
+
+    return [SweepPoint(p, run_name(p), root / run_name(p)) for p in params_list]
+
+
+def test_plan_jobs_groups_by_shared_hyperparameters(tmp_path):
+    from cfl_lightning.ensemble.sweep import fit_args, plan_jobs
+
+    config = {"command": ["${env}", "${interpreter}", "-m", "cfl_lightning", "fit", "${args}"]}
+    params = [
+        {"model": model, "data.count": n, "seed_everything": s}
+        for model in ("LSTMLanguageModel", "TransformerLanguageModel")
+        for n in (10, 20) for s in range(3)
+    ]
+    points = _points(params, tmp_path)
+    jobs, plain = plan_jobs(config, points, tmp_path, ensemble=4, parallel=1, write=False)
+    assert plain == []
+    assert sorted(len(j.points) for j in jobs) == [3, 3, 3, 3]  # 6 per model, cut to <= 4
+    for job in jobs:
+        assert len({j.params["model"] for j in job.points}) == 1
+    jobs, _ = plan_jobs(config, points[:6], tmp_path, ensemble=8, parallel=3, write=False)
+    assert sorted(len(j.points) for j in jobs) == [2, 2, 2]  # split to keep 3 processes busy
+    assert jobs[0].command[-3:-1] == ("-m", "cfl_lightning.ensemble")
+    assert fit_args(["python", "-m", "cfl_lightning", "fit", "--a=1"]) == ["--a=1"]
+    other = {"command": ["${env}", "${interpreter}", "train.py", "${args}"]}
+    jobs, plain = plan_jobs(other, points, tmp_path, ensemble=4, write=False)
+    assert jobs == [] and plain == points
+
+
+def test_sweep_ensemble_reports_a_failed_member_and_runs_the_others(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    grid = tmp_path / "grid.yaml"
+    grid.write_text(
+        "name: t\nmethod: grid\nparameters:\n"
+        "  data.event:\n    values: ['state:odd', 'state:nosuch']\n"
+        "  seed_everything:\n    values: [0, 1]\n"
+        "  data.num_strings:\n    value: 30\n  data.count:\n    value: 60\n"
+        "  data.val_strings:\n    value: 10\n  data.test_strings:\n    value: 10\n"
+        "  trainer.max_epochs:\n    value: 2\n  model.init_args.param_budget:\n    value: 6000\n"
+        "command:\n  - ${env}\n  - ${interpreter}\n  - -m\n  - cfl_lightning\n  - fit\n"
+        "  - --config\n  - configs/parity_starfree.yaml\n  - ${args}\n"
+    )
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, WANDB_MODE="disabled", CFL_LIGHTNING_CACHE=str(tmp_path / "cache"),
+               PYTHONPATH=root)
+    proc = subprocess.run(
+        [sys.executable, "-m", "cfl_lightning", "sweep", str(grid), "--output",
+         str(tmp_path / "out"), "--ensemble", "8"],
+        cwd=root, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert "2 done, 0 skipped (already done), 2 failed of 4 points" in proc.stderr
+    assert proc.stderr.count("FAILED") == 2 and "nosuch" not in proc.stdout
+    found = sorted((tmp_path / "out").rglob("results.json"))
+    assert len(found) == 2
+    assert {json.loads(f.read_text())["event"] for f in found} == {"state:odd"}
