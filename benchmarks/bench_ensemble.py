@@ -64,7 +64,7 @@ def member_config(i: int) -> tuple[int, dict]:
     data = dict(
         generator="parity_resampled", weight_seed=corpus % 80, intervention="exact",
         event="state:odd", count=COUNTS[corpus % len(COUNTS)], num_strings=500,
-        val_strings=200, test_strings=0, max_tokens=128, seed=0, device="cpu",
+        val_strings=200, test_strings=500, max_tokens=128, seed=0, device="cpu",
     )
     return i % 10, data
 
@@ -77,7 +77,7 @@ def build(arch: str, i: int, cache: str, smoke: bool):
 
     seed, data = member_config(i)
     if smoke:
-        data.update(num_strings=60, val_strings=20, count=min(data["count"], 150))
+        data.update(num_strings=60, val_strings=20, test_strings=20, count=min(data["count"], 150))
     lightning.seed_everything(seed, verbose=False)
     dm = PFADataModule(cache_dir=cache, **data)
     cls = {"lstm": LSTMLanguageModel, "transformer": TransformerLanguageModel}[arch]
@@ -286,6 +286,7 @@ def sequential_fit(arch, cache, device, max_epochs, smoke):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             trainer.fit(model, datamodule=dm)
+            trainer.test(model, datamodule=dm, ckpt_path="best", verbose=False)
         wall = time.perf_counter() - start
     tokens = trainer.current_epoch * int(dm.tokenized("train").positions.sum())
     return {"wall": wall, "tokens": tokens, "runs": 1, "epochs": trainer.current_epoch}
@@ -293,6 +294,7 @@ def sequential_fit(arch, cache, device, max_epochs, smoke):
 
 def ensemble_fit(arch, m, cache, device, max_epochs, smoke, variant):
     from cfl_lightning.ensemble import EnsembleTrainer, TrainSettings
+    from cfl_lightning.ensemble.evaluate import test_members
 
     start = time.perf_counter()
     members = [build(arch, i, cache, smoke) for i in range(m)]
@@ -305,6 +307,7 @@ def ensemble_fit(arch, m, cache, device, max_epochs, smoke, variant):
     )
     start = time.perf_counter()
     outcomes = trainer.fit()
+    test_members(trainer, outcomes)
     sync(device)
     wall = time.perf_counter() - start
     tokens = sum(o.epochs * int(dm.tokenized("train").positions.sum()) for o, dm in zip(outcomes, dms))
@@ -366,29 +369,40 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{'model':<12} {'arm':<16} {'runs':>5} {'epochs':>6} {'wall s':>8} "
                   f"{'tokens/s':>11} {'runs/h':>9} {'x seq':>7}", flush=True)
             best: dict[str, float] = {}
-            for arch in archs:
-                if out_of_time(f"{arch} fits"):
+            base: dict[str, float] = {}
+            top = max(members)
+            # most important rows first (--time-limit): the baseline and the largest ensemble of
+            # every model, then the pacing / recurrence variants, then the smaller ensembles
+            plan = [(arch, 0, "sequential") for arch in archs]
+            plan += [(arch, top, "") for arch in archs]
+            if device.type == "cuda":
+                if args.compile and "lstm" in archs:
+                    plan.append(("lstm", top, "compile"))
+                plan += [(arch, top, "lockstep") for arch in archs]
+            plan += [(arch, m, "") for m in sorted(members, reverse=True)[1:] for arch in archs]
+            for arch, m, variant in plan:
+                if out_of_time(f"{arch} {variant or 'ensemble'} {m or ''}"):
                     continue
-                seq = sequential_fit(arch, cache, device, max_epochs, smoke)
-                base = seq["tokens"] / seq["wall"]
-                print(f"{arch:<12} {'sequential':<16} {1:>5} {seq['epochs']:>6.1f} {seq['wall']:>8.1f} "
-                      f"{base:>11,.0f} {3600 / seq['wall']:>9.0f} {1.0:>6.1f}x", flush=True)
-                variants = [(m, "") for m in sorted(members, reverse=True)]
-                if device.type == "cuda":  # the default pacing there is by width
-                    variants.insert(1, (max(members), "lockstep"))
-                if args.compile and device.type == "cuda" and arch == "lstm":
-                    variants.insert(1, (max(members), "compile"))
-                for m, variant in variants:
-                    if out_of_time(f"{arch} ensemble {m} {variant}"):
-                        continue
-                    r = ensemble_fit(arch, m, cache, device, max_epochs, smoke, variant)
-                    rate = r["tokens"] / r["wall"]
-                    label = f"ensemble {m}" + (f" {variant}" if variant else "")
-                    rph = 3600 * r["runs"] / r["wall"]
-                    print(f"{arch:<12} {label:<16} {m:>5} {r['epochs']:>6.1f} {r['wall']:>8.1f} "
-                          f"{rate:>11,.0f} {rph:>9.0f} {rate / base:>6.1f}x", flush=True)
-                    if not variant or variant == "compile":
-                        best[arch] = max(best.get(arch, 0.0), rph)
+                label = "sequential" if variant == "sequential" else (
+                    f"ensemble {m}" + (f" {variant}" if variant else "")
+                )
+                try:
+                    if variant == "sequential":
+                        r = sequential_fit(arch, cache, device, max_epochs, smoke)
+                        base[arch] = r["tokens"] / r["wall"]
+                    else:
+                        r = ensemble_fit(arch, m, cache, device, max_epochs, smoke, variant)
+                except Exception as err:  # noqa: BLE001 - report the row, measure the others
+                    print(f"{arch:<12} {label:<16} failed: {type(err).__name__}: "
+                          f"{str(err).splitlines()[0][:120] if str(err) else ''}", flush=True)
+                    continue
+                if variant in ("", "compile"):
+                    best[arch] = max(best.get(arch, 0.0), 3600 * r["runs"] / r["wall"])
+                rate = r["tokens"] / r["wall"]
+                ratio = rate / base[arch] if arch in base else float("nan")
+                print(f"{arch:<12} {label:<16} {r['runs']:>5} {r['epochs']:>6.1f} "
+                      f"{r['wall']:>8.1f} {rate:>11,.0f} {3600 * r['runs'] / r['wall']:>9.0f} "
+                      f"{ratio:>6.1f}x", flush=True)
             if set(best) == {"lstm", "transformer"}:
                 hours = (GRID_RUNS / 2) / best["lstm"] + (GRID_RUNS / 2) / best["transformer"]
                 print(f"\n2. case study (i) at paper scale: {GRID_RUNS:,} runs (half LSTM, half "

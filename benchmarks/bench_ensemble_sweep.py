@@ -69,6 +69,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--counts", default="500,1500", help="the two exact counts")
     parser.add_argument("--max-epochs", type=int, default=None, help="override trainer.max_epochs")
     parser.add_argument("--ensemble", type=int, default=8)
+    parser.add_argument(
+        "--order", default="plain,ensemble", help="which arm runs first (plain,ensemble or "
+        "ensemble,plain): on a shared machine, run both orders"
+    )
     args = parser.parse_args(argv)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     env.setdefault("WANDB_MODE", "disabled")
@@ -86,7 +90,9 @@ def main(argv: list[str] | None = None) -> int:
               f"max_epochs {args.max_epochs or 'from the config'}; "
               f"{os.cpu_count()} CPUs, WANDB_MODE={env['WANDB_MODE']}", flush=True)
         arms = {}
-        for name, flags in (("plain", []), ("ensemble", ["--ensemble", str(args.ensemble)])):
+        flags_of = {"plain": [], "ensemble": ["--ensemble", str(args.ensemble)]}
+        for name in args.order.split(","):
+            flags = flags_of[name]
             arms[name] = run_arm(grid, tmp / name, flags, env)
             r = arms[name]
             print(f"{name:<9} --parallel 2 {' '.join(flags):<12} wall {r['wall']:7.1f} s  "
