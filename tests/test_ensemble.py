@@ -27,6 +27,7 @@ from cfl_lightning.ensemble import (
     clip_rows_,
     stacked_network,
 )
+from cfl_lightning.ensemble.loop import LoopTrainer
 from cfl_lightning.ensemble.ticks import by_width, lockstep
 from cfl_lightning.losses import kl_per_position
 from cfl_lightning.models import LSTMLanguageModel, TransformerLanguageModel
@@ -141,7 +142,9 @@ def test_packing_wastes_at_most_about_twice_the_real_positions():
 
 
 @pytest.mark.parametrize(
-    "arch,pacing", [("lstm", "lockstep"), ("lstm", "width"), ("transformer", "width")]
+    "arch,pacing",
+    [("lstm", "lockstep"), ("lstm", "width"), ("transformer", "width"), ("lstm", "loop"),
+     ("transformer", "loop")],
 )
 def test_members_train_exactly_as_sequential_runs(arch, pacing, tmp_path):
     """float64, dropout 0: step losses, validation, LR plateaus, stops, best checkpoints."""
@@ -151,10 +154,13 @@ def test_members_train_exactly_as_sequential_runs(arch, pacing, tmp_path):
         for i, d in enumerate(DATA)
     ]
     models, dms = zip(*(build(arch, i, d, lr=0.05) for i, d in enumerate(DATA)))
-    trainer = EnsembleTrainer(
-        [m.double() for m in models], list(dms),
-        TrainSettings(max_epochs=epochs, patience=patience), record_steps=True, pacing=pacing,
-    )
+    settings = TrainSettings(max_epochs=epochs, patience=patience)
+    if pacing == "loop":  # members one after another, each with its own shipped model
+        trainer = LoopTrainer([m.double() for m in models], list(dms), settings, record_steps=True)
+    else:
+        trainer = EnsembleTrainer(
+            [m.double() for m in models], list(dms), settings, record_steps=True, pacing=pacing
+        )
     outcomes = trainer.fit()
     assert len({len(r[0].losses) for r in refs}) > 1  # members had different step counts
     assert any(r[1] < epochs for r in refs)  # some member stopped early (compaction ran)
@@ -353,12 +359,15 @@ def test_predict_feeds_the_decomposed_kl_the_same_as_the_model():
             torch.testing.assert_close(got[key], want[key], rtol=1e-10, atol=1e-12, equal_nan=True)
 
 
-def test_ensemble_members_write_the_results_their_own_fit_writes(tmp_path, capsys):
+@pytest.mark.parametrize("backend", ["batched", "loop"])
+def test_ensemble_members_write_the_results_their_own_fit_writes(backend, tmp_path, monkeypatch):
     """run_members vs ``python -m cfl_lightning fit`` (in-process) on the same arguments."""
     import json
 
     from cfl_lightning.cli.train import main as fit_main
-    from cfl_lightning.ensemble.run import run_members
+    from cfl_lightning.ensemble.run import BACKEND_ENV, run_members
+
+    monkeypatch.setenv(BACKEND_ENV, backend)
 
     def args(seed: int, root) -> list[str]:
         return ["--config", "configs/parity_starfree.yaml", f"--seed_everything={seed}",

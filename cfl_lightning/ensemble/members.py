@@ -11,16 +11,15 @@ not, so that such a run is trained the ordinary way instead.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
+from cfl_lightning.callbacks import MONITOR
 from cfl_lightning.ensemble.trainer import TrainSettings
 from cfl_lightning.errors import CflError
 
 __all__ = ["Member", "NotEnsembleable", "build_member", "train_settings", "ensemble_key"]
 
-MONITOR = "val/kl_per_string"
 # Trainer settings the ensemble reproduces only at these values (their Lightning defaults)
 _TRAINER_DEFAULTS = {
     "accumulate_grad_batches": (1, None),
@@ -136,7 +135,3 @@ def ensemble_key(member: Member) -> tuple:
     shapes = tuple((n, tuple(p.shape)) for n, p in model.named_parameters())
     return (type(model).__qualname__, hparams, shapes, member.settings)
 
-
-def finite(value: float | None) -> float | None:
-    """``value`` if it is a finite float, else None."""
-    return value if value is not None and math.isfinite(value) else None

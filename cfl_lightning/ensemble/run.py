@@ -6,7 +6,10 @@
 (:mod:`~cfl_lightning.ensemble.members`), trains the members that share a model class,
 hyperparameters and Trainer settings as one :class:`~cfl_lightning.ensemble.EnsembleTrainer`,
 tests each on its own test strings and writes its ``results.json`` where its own ``fit`` would
-(:mod:`~cfl_lightning.ensemble.evaluate`). A member that cannot be ensembled (a setting the
+(:mod:`~cfl_lightning.ensemble.evaluate`). On CUDA the members of a group are one batched model;
+on a CPU, where batching the arithmetic does not pay, they are trained one after another with
+their own modules (:class:`~cfl_lightning.ensemble.loop.LoopTrainer`); the environment variable
+``CFL_LIGHTNING_ENSEMBLE=batched|loop`` overrides the choice. A member that cannot be ensembled (a setting the
 ensemble does not reproduce) is trained by the ordinary ``fit`` in this process. A member that
 fails is reported and the others go on. One line per member on stdout: ``done NAME`` or
 ``FAILED NAME: reason``.
@@ -15,6 +18,7 @@ fails is reported and the others go on. One line per member on stdout: ``done NA
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 import traceback
@@ -22,7 +26,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-__all__ = ["run_members", "main"]
+__all__ = ["run_members", "main", "BACKEND_ENV"]
+
+#: environment variable choosing how a group is trained: "batched" or "loop"
+BACKEND_ENV = "CFL_LIGHTNING_ENSEMBLE"
 
 
 def _say(stream: TextIO, text: str) -> None:
@@ -47,6 +54,11 @@ def run_members(
 
     stream = sys.stdout if stream is None else stream
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    backend = os.environ.get(BACKEND_ENV, "").strip() or (
+        "batched" if device.startswith("cuda") else "loop"
+    )
+    if backend not in ("batched", "loop"):
+        raise ValueError(f"{BACKEND_ENV} must be 'batched' or 'loop', got {backend!r}")
     status: dict[str, str | None] = {}
     groups: dict[tuple, list[Any]] = {}
     alone: list[Mapping[str, Any]] = []
@@ -64,7 +76,7 @@ def run_members(
             continue
         groups.setdefault(ensemble_key(member), []).append(member)
     for group in groups.values():
-        _train_group(group, device, status, stream)
+        _train_group(group, device, backend, status, stream)
     for spec in alone:
         _fit_alone(spec, status, stream)
     return status
@@ -75,14 +87,16 @@ def _reason(err: BaseException) -> str:
     return f"{type(err).__name__}: {text}"[:300]
 
 
-def _train_group(group: list[Any], device: str, status: dict, stream: TextIO) -> None:
+def _train_group(group: list[Any], device: str, backend: str, status: dict, stream: TextIO) -> None:
     from cfl_lightning.ensemble.evaluate import test_members, write_member_results
+    from cfl_lightning.ensemble.loop import LoopTrainer
     from cfl_lightning.ensemble.trainer import EnsembleTrainer
 
     names = [m.name for m in group]
     started = time.perf_counter()
     try:
-        trainer = EnsembleTrainer(
+        cls = EnsembleTrainer if backend == "batched" else LoopTrainer
+        trainer = cls(
             [m.model for m in group], [m.datamodule for m in group], group[0].settings,
             device=device,
         )
@@ -94,7 +108,7 @@ def _train_group(group: list[Any], device: str, status: dict, stream: TextIO) ->
             status[name] = f"ensemble of {len(names)} failed: {_reason(err)}"
             _say(stream, f"FAILED {name}: {status[name]}")
         return
-    _say(stream, f"trained and tested {len(names)} members in "
+    _say(stream, f"trained and tested {len(names)} members ({backend}) in "
                  f"{time.perf_counter() - started:.1f} s")
     for member, outcome, kl_result in zip(group, outcomes, kl_results):
         try:
