@@ -51,6 +51,7 @@ def main() -> None:
         (100_000 // scale, "exact", 200_000 // scale),
         (100 // scale or 1, "exact", 2_000_000 // scale),
         (100_000 // scale, "exact", 2_000_000 // scale),
+        (1, "exact", 100_000 // scale),  # one very long string: the walk's steps dominate
     ]
     pfsa = parity_starfree_pfsa(0.3)
     with tempfile.TemporaryDirectory() as tmp:
