@@ -33,7 +33,7 @@ from torch import Tensor
 from cfl_lightning.errors import InterventionError
 from cfl_lightning.sampling.draw import inverse_cdf
 
-__all__ = ["CountLaw", "split_exact", "split_at_least"]
+__all__ = ["CountLaw", "split_exact", "split_at_least", "tilt"]
 
 _FFT_FLOOR = 1e-13  # relative noise floor of float64 FFT convolutions
 _TRIM = 1e-40  # relative threshold under which a tilted base probability is dropped
@@ -65,7 +65,7 @@ class CountLaw:
         return float((probs * torch.arange(probs.numel(), dtype=torch.float64)).sum())
 
 
-def _tilt(log_q: Tensor, target: float) -> float:
+def tilt(log_q: Tensor, target: float) -> float:
     """``theta`` with ``E_theta[j] = target`` for ``p_theta(j) ∝ q(j) e^{theta j}``."""
     j = torch.arange(log_q.numel(), dtype=torch.float64)
     finite = torch.isfinite(log_q)
@@ -96,11 +96,15 @@ def _tilt(log_q: Tensor, target: float) -> float:
 
 
 class _Powers:
-    """Convolution powers ``p_theta^{*s}`` as ``(offset, values)``, truncated at ``limit``."""
+    """Convolution powers ``p_theta^{*s}`` as ``(offset, values)``, truncated at ``limit``.
+
+    Computed on the CPU (they are short); :meth:`on` returns a cached copy on a device.
+    """
 
     def __init__(self, base: Tensor, limit: int) -> None:
         self.limit = limit
         self._memo: dict[int, tuple[int, Tensor]] = {1: self._trim(0, base, _TRIM)}
+        self._device: dict[tuple[int, str], Tensor] = {}
 
     def _trim(self, offset: int, values: Tensor, floor: float) -> tuple[int, Tensor]:
         values = values[: max(self.limit - offset + 1, 0)]
@@ -127,66 +131,127 @@ class _Powers:
                 self._memo[size] = self._trim(o1 + o2, conv, _FFT_FLOOR)
         return self._memo[size]
 
+    def on(self, size: int, device: torch.device) -> tuple[int, Tensor]:
+        offset, values = self.get(size)
+        key = (size, str(device))
+        if key not in self._device:
+            self._device[key] = values.to(device)
+        return offset, self._device[key]
 
-def _sample_split(
-    left: tuple[int, Tensor], right: tuple[int, Tensor], totals: Tensor, gen: torch.Generator
-) -> Tensor:
-    """Draw ``m`` with ``P(m) ∝ left(m) right(T - m)`` for each total ``T`` in ``totals`` ``[G]``."""
+
+_CHUNK = 1 << 24  # elements of one [rows, width] weight block
+
+
+def _split_weights(
+    left: tuple[int, Tensor], right: tuple[int, Tensor], totals: Tensor
+) -> tuple[Tensor, Tensor]:
+    """Cumulative split weights ``left(m) right(T - m)`` over each total's window of ``m``.
+
+    Args:
+        left, right: ``(offset, values)`` of the two halves' laws (on the totals' device).
+        totals: ``[R]`` block totals.
+
+    Returns:
+        ``lo`` ``[R]`` (the first ``m`` of each window) and ``[R, W]`` cumulative weights
+        divided by each row's total, so a row ends in exact 1.0 (NaN for an unreachable total).
+    """
     (o1, a), (o2, b) = left, right
     lo = torch.clamp(totals - (o2 + b.numel() - 1), min=o1)
     hi = torch.clamp(totals - o2, max=o1 + a.numel() - 1)
-    if bool((hi < lo).any()):
-        raise InterventionError("numerical failure: a block total fell outside its support")
+    width = max(int((hi - lo).max()) + 1, 1)
+    m = lo[:, None] + torch.arange(width, device=totals.device)
+    valid = m <= hi[:, None]
+    wa = a[(m - o1).clamp(0, a.numel() - 1)]
+    wb = b[(totals[:, None] - m - o2).clamp(0, b.numel() - 1)]
+    cum = torch.where(valid, wa * wb, 0.0).cumsum(dim=1)
+    return lo, cum / cum[:, -1:]
+
+
+def _sample_split(
+    left: tuple[int, Tensor], right: tuple[int, Tensor], totals: Tensor, u: Tensor
+) -> Tensor:
+    """Draw ``m`` with ``P(m) ∝ left(m) right(T - m)`` for each total ``T`` in ``totals`` ``[G]``.
+
+    When the totals take fewer distinct values than there are blocks, the cumulative weights
+    are tabulated once per value in ``[min T, max T]`` and gathered; otherwise computed per
+    block. The draw is ``#{j : cdf_j <= u}``: never a zero-weight ``m`` (equal cumulative
+    entries) and never past a row's last positive entry (its ``cdf`` is exactly 1 > u).
+
+    Args:
+        left, right: ``(offset, values)`` on the totals' device.
+        totals: ``[G]`` int64 block totals.
+        u: ``[G]`` float64 uniforms.
+
+    Returns:
+        ``[G]`` int64 left totals ``m``.
+
+    Raises:
+        InterventionError: some total has no split with positive probability.
+    """
+    low, high = int(totals.min()), int(totals.max())
     out = torch.empty_like(totals)
-    width_all = hi - lo + 1
-    rows = max(1, _DIRECT_MAX // max(int(width_all.max()), 1))
+    table = high - low + 1 < totals.numel()
+    if table:  # one row per distinct total value, gathered per block
+        lo_all, cdf_all = _split_weights(left, right, torch.arange(low, high + 1, device=totals.device))
+        rows = max(1, _CHUNK // cdf_all.shape[1])
+    else:
+        rows = max(1, _CHUNK // min(left[1].numel(), right[1].numel()))
     for start in range(0, totals.numel(), rows):
-        sl = slice(start, start + rows)
-        t, l, h = totals[sl], lo[sl], hi[sl]
-        width = int((h - l).max()) + 1
-        m = l[:, None] + torch.arange(width)
-        valid = m <= h[:, None]
-        wa = a[(m - o1).clamp(0, a.numel() - 1)]
-        wb = b[(t[:, None] - m - o2).clamp(0, b.numel() - 1)]
-        weights = torch.where(valid, wa * wb, torch.zeros_like(wa))
-        if bool((weights.sum(1) <= 0).any()):
+        part = slice(start, start + rows)
+        if table:
+            index = totals[part] - low
+            lo, cdf = lo_all.index_select(0, index), cdf_all.index_select(0, index)
+        else:
+            lo, cdf = _split_weights(left, right, totals[part])
+        if not bool((cdf[:, -1] == 1.0).all()):
             raise InterventionError(
                 "the count is unreachable: no split of a block total has positive probability"
             )
-        u = torch.rand(t.numel(), generator=gen, dtype=torch.float64)
-        out[sl] = l + inverse_cdf(weights, u)
+        out[part] = lo + (cdf <= u[part, None]).sum(dim=1)
     return out
 
 
 def _split_tree(powers: _Powers, num_strings: int, totals: Tensor, gen: torch.Generator) -> Tensor:
     """Recursive halving (module docstring) of ``D`` independent corpora at once.
 
+    Runs on the generator's device: one uniform per block and level, every level vectorized
+    over its blocks (block sizes take at most two values per level).
+
     Args:
         powers: convolution powers of the (tilted) lattice law.
         num_strings: ``K``.
         totals: ``[D]`` lattice totals, one per corpus.
-        gen: CPU generator.
+        gen: generator on the device to run on.
 
     Returns:
-        ``[D, K]`` lattice counts; row ``d`` sums to ``totals[d]``.
+        ``[D, K]`` lattice counts on ``gen.device``; row ``d`` sums to ``totals[d]``.
     """
+    device = gen.device
     draws = totals.numel()
-    sizes = torch.full((draws,), num_strings, dtype=torch.long)
-    totals = totals.clone().long()
-    while bool((sizes > 1).any()):
-        s1 = sizes // 2
-        s2 = sizes - s1
+    sizes = torch.full((draws,), num_strings, dtype=torch.long, device=device)
+    values = {num_strings}
+    totals = totals.to(device).long()
+    while max(values) > 1:
+        u = torch.rand(sizes.numel(), generator=gen, dtype=torch.float64, device=device)
         m = torch.zeros_like(totals)
-        for size in torch.unique(sizes).tolist():
-            a, b = size // 2, size - size // 2
-            if a == 0:
+        for size in sorted(values):
+            if size < 2:
                 continue
-            sel = sizes == size
-            m[sel] = _sample_split(powers.get(a), powers.get(b), totals[sel], gen)
-        sizes = torch.stack([s1, s2], 1).reshape(-1)
+            left = powers.on(size // 2, device)
+            right = powers.on(size - size // 2, device)
+            if len(values) == 1:
+                m = _sample_split(left, right, totals, u)
+            else:
+                sel = torch.nonzero(sizes == size).squeeze(1)
+                m.index_copy_(0, sel, _sample_split(left, right, totals[sel], u[sel]))
+        s1 = sizes // 2
+        sizes = torch.stack([s1, sizes - s1], 1).reshape(-1)
         totals = torch.stack([m, totals - m], 1).reshape(-1)
-        keep = sizes > 0
-        sizes, totals = sizes[keep], totals[keep]
+        values = {v // 2 for v in values} | {v - v // 2 for v in values}
+        if 0 in values:
+            keep = torch.nonzero(sizes > 0).squeeze(1)
+            sizes, totals = sizes[keep], totals[keep]
+            values.discard(0)
     return totals.view(draws, num_strings)
 
 
@@ -199,11 +264,11 @@ def split_exact(
         law: per-string count law covering at least ``0 .. total``.
         num_strings: ``K``.
         total: ``N``.
-        gen: CPU generator.
+        gen: generator on the device to draw on.
         draws: draw this many independent count vectors at once (``[draws, K]`` result).
 
     Returns:
-        ``[K]`` int64 counts (CPU), or ``[draws, K]``.
+        ``[K]`` int64 counts on ``gen.device``, or ``[draws, K]``.
 
     Raises:
         InterventionError: ``total`` cannot be reached by ``K`` strings.
@@ -230,12 +295,12 @@ def split_exact(
     if k == 1:
         if not math.isfinite(float(law.log_pmf[total])):
             raise InterventionError(f"count {total} is impossible for a single string")
-        lattice = torch.full((rows, 1), target, dtype=torch.long)
+        lattice = torch.full((rows, 1), target, dtype=torch.long, device=gen.device)
     elif target in (0, k * top):
-        lattice = torch.full((rows, k), target // k, dtype=torch.long)
+        lattice = torch.full((rows, k), target // k, dtype=torch.long, device=gen.device)
     else:
         log_q = law.lattice(law.low + law.period * min(target, top))
-        theta = _tilt(log_q, target / k)
+        theta = tilt(log_q, target / k)
         base = torch.softmax(log_q + theta * torch.arange(log_q.numel()), 0)
         lattice = _split_tree(_Powers(base, target), k, torch.full((rows,), target), gen)
     counts = law.low + law.period * lattice
@@ -261,11 +326,11 @@ def split_at_least(
         law_upto: returns the per-string count law covering ``0 .. n`` for a requested ``n``.
         num_strings: ``K``.
         total: ``N``.
-        gen: CPU generator.
+        gen: generator on the device to draw on.
         draws: draw this many independent count vectors at once (``[draws, K]`` result).
 
     Returns:
-        ``[K]`` int64 counts whose sum is ``>= total`` (or ``[draws, K]``).
+        ``[K]`` int64 counts on ``gen.device`` whose sum is ``>= total`` (or ``[draws, K]``).
     """
     k = num_strings
     natural = law_upto(max(2 * total, 64)).mean() * k
@@ -278,7 +343,7 @@ def split_at_least(
         top = log_q.numel() - 1
         limit = (s_max - k * law.low) // law.period
         goal = (center - k * law.low) / (law.period * k)
-        theta = 0.0 if total <= natural or top == 0 else _tilt(log_q, min(max(goal, 0.0), top * 0.999))
+        theta = 0.0 if total <= natural or top == 0 else tilt(log_q, min(max(goal, 0.0), top * 0.999))
         base = torch.softmax(log_q + theta * torch.arange(log_q.numel()), 0)
         powers = _Powers(base, max(limit, 0))
         offset, values = powers.get(k)
@@ -297,9 +362,9 @@ def split_at_least(
             raise InterventionError(f"count {total} is impossible for {k} strings")
         extra *= 2
     rows = 1 if draws is None else draws
-    u = torch.rand(rows, generator=gen, dtype=torch.float64)
+    u = torch.rand(rows, generator=gen, dtype=torch.float64, device=gen.device).cpu()
     probs = torch.softmax(logw, 0)
     chosen = j[inverse_cdf(probs.cumsum(0).expand(rows, -1), u, cumulative=True)]
-    lattice = _split_tree(powers, k, chosen, gen) if k > 1 else chosen[:, None]
+    lattice = _split_tree(powers, k, chosen, gen) if k > 1 else chosen[:, None].to(gen.device)
     counts = law.low + law.period * lattice
     return counts[0] if draws is None else counts

@@ -24,7 +24,8 @@ from cfl_lightning.automata.pfsa import PFSA
 from cfl_lightning.errors import InterventionError, RejectionExhaustedError
 from cfl_lightning.progress import Progress
 from cfl_lightning.sampling.corpus import Corpus
-from cfl_lightning.sampling.counts import CountLaw, split_at_least, split_exact
+from cfl_lightning.sampling.counts import split_at_least, split_exact
+from cfl_lightning.sampling.law import law_for_total, law_upto
 from cfl_lightning.sampling.feasibility import max_occurrences
 from cfl_lightning.sampling.paths import sample_paths
 from cfl_lightning.semiring.backward import ScaledBins, backward_fast
@@ -140,7 +141,7 @@ def sample_corpus(
                 automaton, num_strings, intervention, event_fn, count, paths_gen, max_tries
             )
         else:
-            counts_gen = torch.Generator().manual_seed(seed + 0x9E3779B9)
+            counts_gen = torch.Generator(device=dev).manual_seed(seed + 0x9E3779B9)
             if intervention == "at_least_once":
                 corpus = _at_least_once(
                     automaton, event_fn, num_strings, count, counts_gen, paths_gen, bar
@@ -178,7 +179,7 @@ def _at_least_once(
         raise InterventionError(
             f"at_least_once count {m} is impossible: every string contains the event"
         )
-    order = torch.randperm(k, generator=counts_gen).to(pfsa.device)
+    order = torch.randperm(k, generator=counts_gen, device=counts_gen.device).to(pfsa.device)
     hit, miss = order[:m].sort().values, order[m:].sort().values
     parts = []
     for positions, bins, budget, at_least in ((hit, tail_bins, 1, True), (miss, exact_bins, 0, False)):
@@ -200,23 +201,16 @@ def _plan(
     n: int,
     gen: torch.Generator,
 ) -> tuple[torch.Tensor, ScaledBins]:
-    """Per-string exact budgets (``exact`` or ``at_least``) and the backward bins they index."""
-    cache: dict[int, ScaledBins] = {}
+    """Per-string exact budgets (``exact`` or ``at_least``) and the backward bins they index.
 
-    def law_upto(upto: int) -> CountLaw:
-        if upto not in cache:
-            cache.clear()
-            cache[upto] = backward_fast(pfsa, event_fn, upto + 1)
-        return CountLaw(cache[upto].log_column(pfsa.initial))
-
+    The count law comes only as far as the target needs (:mod:`~cfl_lightning.sampling.law`),
+    the split runs on ``gen``'s device, and the walk's bins stop at the largest budget.
+    """
     if intervention == "exact":
-        budgets = split_exact(law_upto(n), k, n, gen)
+        budgets = split_exact(law_for_total(pfsa, event_fn, k, n), k, n, gen)
     else:
-        budgets = split_at_least(law_upto, k, n, gen)
-    needed = int(budgets.max()) + 1
-    bins = next(iter(cache.values()))
-    if bins.num_bins < needed:  # pragma: no cover - law_upto always covers the draws
-        bins = backward_fast(pfsa, event_fn, needed)
+        budgets = split_at_least(law_upto(pfsa, event_fn), k, n, gen)
+    bins = backward_fast(pfsa, event_fn, int(budgets.max()) + 1)
     return budgets.to(pfsa.device), bins
 
 
