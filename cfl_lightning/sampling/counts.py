@@ -139,7 +139,7 @@ class _Powers:
         return offset, self._device[key]
 
 
-_CHUNK = 1 << 24  # elements of one [rows, width] weight block
+_CHUNK = 1 << 22  # elements of one [rows, width] weight block
 
 
 def _split_weights(

@@ -27,16 +27,21 @@ from torch import Tensor
 from cfl_lightning.automata.pfsa import PFSA
 from cfl_lightning.errors import InterventionError
 from cfl_lightning.sampling.counts import CountLaw, tilt
-from cfl_lightning.semiring.backward import count_operator
+from cfl_lightning.semiring.backward import ScaledBins, bins_from_operator, count_operator
 from cfl_lightning.semiring.powers import first_row_law
 
-__all__ = ["law_for_total", "law_upto", "NEGLIGIBLE"]
+__all__ = ["CountSource", "law_for_total", "law_upto", "NEGLIGIBLE"]
 
 NEGLIGIBLE = 92.0  # tilted tail mass below e^-92 (~1e-40) of the window is dropped
 
 
-class _Source:
-    """``A``, ``beta_0`` and ``rho(A)`` of one automaton and event, computed once."""
+class CountSource:
+    """``A``, ``beta_0`` and ``rho(A)`` of one automaton and event, computed once.
+
+    Args:
+        pfsa: the automaton.
+        event_fn: ``[Q, |S|]`` 0/1 event function.
+    """
 
     def __init__(self, pfsa: PFSA, event_fn: Tensor) -> None:
         self.initial = pfsa.initial
@@ -48,6 +53,10 @@ class _Source:
         if self._radius is None:
             self._radius = float(torch.linalg.eigvals(self.step.cpu()).abs().max())
         return self._radius
+
+    def bins(self, num_bins: int) -> ScaledBins:
+        """Exact-count backward bins ``0 .. num_bins - 1`` of every state (for the walk)."""
+        return bins_from_operator(self.step, self.start, num_bins)
 
     def law(self, length: int) -> tuple[Tensor, Tensor, float]:
         """``log p`` ``[L >= length]`` (CPU) and the row ``e^T A^L`` ``(values [Q], log scale)``."""
@@ -69,7 +78,9 @@ class _Source:
         return math.log(total) + row_scale if total > 0 else -math.inf
 
 
-def law_for_total(pfsa: PFSA, event_fn: Tensor, num_strings: int, total: int) -> CountLaw:
+def law_for_total(
+    pfsa: PFSA, event_fn: Tensor, num_strings: int, total: int, source: CountSource | None = None
+) -> CountLaw:
     """The initial state's count law, as far as an exact total ``total`` over ``K`` strings needs.
 
     Args:
@@ -77,12 +88,13 @@ def law_for_total(pfsa: PFSA, event_fn: Tensor, num_strings: int, total: int) ->
         event_fn: ``[Q, |S|]`` 0/1.
         num_strings: ``K``.
         total: ``N``.
+        source: the automaton's :class:`CountSource` when already built.
 
     Returns:
         A :class:`CountLaw` on ``0 .. L - 1`` whose tilted mass beyond ``L`` is below ``e^-92``
         of the window's, or on ``0 .. N`` (complete).
     """
-    source = _Source(pfsa, event_fn)
+    source = CountSource(pfsa, event_fn) if source is None else source
     k, n = num_strings, total
     length = min(n + 1, max(256, 1 << (8 * (n // k + 1)).bit_length()))
     while True:
@@ -98,7 +110,7 @@ def law_for_total(pfsa: PFSA, event_fn: Tensor, num_strings: int, total: int) ->
 
 
 def _certified(
-    source: _Source, log_pmf: Tensor, row: Tensor, row_scale: float, k: int, n: int
+    source: CountSource, log_pmf: Tensor, row: Tensor, row_scale: float, k: int, n: int
 ) -> bool:
     """Whether the tilted mass beyond the window is negligible for the target ``n / k``."""
     law = CountLaw(log_pmf)
@@ -113,9 +125,11 @@ def _certified(
     return source.log_tail(row, row_scale, length, theta) < window - NEGLIGIBLE
 
 
-def law_upto(pfsa: PFSA, event_fn: Tensor) -> Callable[[int], CountLaw]:
+def law_upto(
+    pfsa: PFSA, event_fn: Tensor, source: CountSource | None = None
+) -> Callable[[int], CountLaw]:
     """``upto -> CountLaw`` on ``0 .. upto`` (the complete law there), for the at-least split."""
-    source = _Source(pfsa, event_fn)
+    source = CountSource(pfsa, event_fn) if source is None else source
     memo: dict[int, CountLaw] = {}
 
     def get(upto: int) -> CountLaw:

@@ -25,7 +25,7 @@ from cfl_lightning.errors import InterventionError, RejectionExhaustedError
 from cfl_lightning.progress import Progress
 from cfl_lightning.sampling.corpus import Corpus
 from cfl_lightning.sampling.counts import split_at_least, split_exact
-from cfl_lightning.sampling.law import law_for_total, law_upto
+from cfl_lightning.sampling.law import CountSource, law_for_total, law_upto
 from cfl_lightning.sampling.feasibility import max_occurrences
 from cfl_lightning.sampling.paths import sample_paths
 from cfl_lightning.semiring.backward import ScaledBins, backward_fast
@@ -206,12 +206,12 @@ def _plan(
     The count law comes only as far as the target needs (:mod:`~cfl_lightning.sampling.law`),
     the split runs on ``gen``'s device, and the walk's bins stop at the largest budget.
     """
+    source = CountSource(pfsa, event_fn)
     if intervention == "exact":
-        budgets = split_exact(law_for_total(pfsa, event_fn, k, n), k, n, gen)
+        budgets = split_exact(law_for_total(pfsa, event_fn, k, n, source), k, n, gen)
     else:
-        budgets = split_at_least(law_upto(pfsa, event_fn), k, n, gen)
-    bins = backward_fast(pfsa, event_fn, int(budgets.max()) + 1)
-    return budgets.to(pfsa.device), bins
+        budgets = split_at_least(law_upto(pfsa, event_fn, source), k, n, gen)
+    return budgets.to(pfsa.device), source.bins(int(budgets.max()) + 1)
 
 
 def _rejection(

@@ -35,6 +35,7 @@ __all__ = [
     "ScaledBins",
     "backward_fast",
     "backward_lehmann",
+    "bins_from_operator",
     "count_operator",
     "initial_count_law",
     "lifted_transition_matrix",
@@ -175,7 +176,13 @@ def backward_fast(
     """
     if num_bins < 1:
         raise ValueError("num_bins must be >= 1")
-    step, start = count_operator(pfsa, event_fn, tail=tail)
+    return bins_from_operator(*count_operator(pfsa, event_fn, tail=tail), num_bins, block)
+
+
+def bins_from_operator(
+    step: Tensor, start: Tensor, num_bins: int, block: int | None = 4096
+) -> ScaledBins:
+    """Bins ``A^n start`` for ``n < num_bins`` from :func:`count_operator`'s output."""
     rows, _ = power_rows(start, step.T, num_bins, block)  # row n = (A^n start)^T
     return ScaledBins(rows.values, rows.log_scale)
 
