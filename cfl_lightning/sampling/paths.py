@@ -230,16 +230,19 @@ def _assemble(
     counts: Tensor | None,
     device: torch.device,
 ) -> Corpus:
-    """Flatten per-step records (step ``t`` holds symbol ``t`` of every string still going)."""
+    """Flatten per-step records (step ``t`` holds symbol ``t`` of every string still going).
+
+    A string's length is the last step that recorded it plus one; then every step's symbols are
+    scattered to ``offsets[id] + t`` (no concatenated copies of the records).
+    """
+    lengths = torch.zeros(num_strings, dtype=torch.long, device=device)
+    for step, ids in enumerate(record_ids):
+        lengths.index_fill_(0, ids, step + 1)
     offsets = torch.zeros(num_strings + 1, dtype=torch.long, device=device)
-    if not record_ids or not sum(ids.numel() for ids in record_ids):
-        return Corpus(torch.empty(0, dtype=torch.long, device=device), offsets, counts)
-    all_ids = torch.cat(record_ids)
-    offsets[1:] = torch.bincount(all_ids, minlength=num_strings).cumsum(0)
-    sizes = torch.tensor([ids.numel() for ids in record_ids], device=device)
-    steps = torch.repeat_interleave(torch.arange(len(record_ids), device=device), sizes)
-    tokens = torch.empty(all_ids.numel(), dtype=torch.long, device=device)
-    tokens[offsets.index_select(0, all_ids) + steps] = torch.cat(record_syms)
+    offsets[1:] = lengths.cumsum(0)
+    tokens = torch.empty(sum(ids.numel() for ids in record_ids), dtype=torch.long, device=device)
+    for step, (ids, syms) in enumerate(zip(record_ids, record_syms)):
+        tokens.index_put_((offsets.index_select(0, ids) + step,), syms)
     return Corpus(tokens, offsets, counts)
 
 
