@@ -18,7 +18,13 @@ Numerics: powers are formed from the *exponentially tilted* law ``p_theta(n) ∝
 with ``theta`` chosen so that ``K E_theta[n] = N``. The tilt cancels in every ``P(m | T)`` above
 (both factors carry ``e^{theta m} e^{theta (T - m)} = e^{theta T}``), so the law is unchanged,
 but all powers are concentrated where the draws fall: far tails are never read from the noise
-floor of an FFT. FFT outputs below ``1e-13`` of their peak (the float64 noise floor) are zeroed.
+floor of an FFT. FFT outputs below ``1e-13`` of their peak (the float64 noise floor) are zeroed;
+direct convolutions, like the base law, drop entries below ``1e-40`` of their peak.
+
+Drawing ``m`` is ``#{j : cdf_j <= u}`` over the cumulative split weights, computed per block, or
+per distinct block total and gathered, or with a guide table
+(:func:`~cfl_lightning.sampling.draw.guided_pick`), whichever costs least; every level runs on
+the generator's device.
 """
 
 from __future__ import annotations
@@ -31,12 +37,12 @@ import torch
 from torch import Tensor
 
 from cfl_lightning.errors import InterventionError
-from cfl_lightning.sampling.draw import inverse_cdf
+from cfl_lightning.sampling.draw import guided_pick, inverse_cdf
 
 __all__ = ["CountLaw", "split_exact", "split_at_least", "tilt"]
 
 _FFT_FLOOR = 1e-13  # relative noise floor of float64 FFT convolutions
-_TRIM = 1e-40  # relative threshold under which a tilted base probability is dropped
+_TRIM = 1e-40  # relative threshold under which a tilted probability (base or power) is dropped
 _DIRECT_MAX = 4_000_000  # direct convolution when len(a) * len(b) is at most this
 
 
@@ -122,7 +128,7 @@ class _Powers:
             (o1, a), (o2, b) = self.get(half), self.get(size - half)
             if a.numel() * b.numel() <= _DIRECT_MAX:
                 conv = torch.from_numpy(np.convolve(a.numpy(), b.numpy()))
-                self._memo[size] = self._trim(o1 + o2, conv, 1e-300)
+                self._memo[size] = self._trim(o1 + o2, conv, _TRIM)
             else:
                 n = a.numel() + b.numel() - 1
                 length = 1 << (n - 1).bit_length()
@@ -194,15 +200,27 @@ def _sample_split(
     if table:  # one row per distinct total value, gathered per block
         lo_all, cdf_all = _split_weights(left, right, torch.arange(low, high + 1, device=totals.device))
         rows = max(1, _CHUNK // cdf_all.shape[1])
+        num_rows, width = cdf_all.shape
+        # A guide table costs ~ R * 2W * log2(W) once and ~10 operations per draw, against
+        # ~3W per draw for the full comparison.
+        guided = num_rows * 2 * width * width.bit_length() + 10 * totals.numel() < 3 * width * totals.numel()
     else:
         rows = max(1, _CHUNK // min(left[1].numel(), right[1].numel()))
     for start in range(0, totals.numel(), rows):
         part = slice(start, start + rows)
         if table:
             index = totals[part] - low
-            lo, cdf = lo_all.index_select(0, index), cdf_all.index_select(0, index)
-        else:
-            lo, cdf = _split_weights(left, right, totals[part])
+            lo, ends = lo_all.index_select(0, index), cdf_all[:, -1].index_select(0, index)
+            if not bool((ends == 1.0).all()):
+                raise InterventionError(
+                    "the count is unreachable: no split of a block total has positive probability"
+                )
+            if guided:
+                out[part] = lo + guided_pick(cdf_all, index, u[part])
+            else:
+                out[part] = lo + (cdf_all.index_select(0, index) <= u[part, None]).sum(dim=1)
+            continue
+        lo, cdf = _split_weights(left, right, totals[part])
         if not bool((cdf[:, -1] == 1.0).all()):
             raise InterventionError(
                 "the count is unreachable: no split of a block total has positive probability"
