@@ -9,7 +9,7 @@ checked. One torch thread unless ``--threads`` says otherwise.
 Usage::
 
     python benchmarks/bench_sampling.py [--repeats 7] [--device cpu|cuda] [--automata 0/0,5/5]
-        [--process] [--skip-rejection] [--smoke]
+        [--process] [--skip-rejection] [--smoke] [--corpora-only]
 
 ``--process`` adds whole-process times (``python -m cfl_lightning sample``); ``--smoke`` shrinks
 every size (a quick check that the script runs).
@@ -32,10 +32,6 @@ import torch
 
 from cfl_lightning.automata import Event, random_pfsa
 from cfl_lightning.sampling import sample_corpus
-from cfl_lightning.sampling.counts import split_exact
-from cfl_lightning.sampling.law import CountSource, law_for_total
-from cfl_lightning.sampling.paths import lifted_chain
-from cfl_lightning.semiring import backward_fast
 
 STATE = "q9"
 
@@ -105,6 +101,11 @@ def corpus_table(specs: list[str], sizes: list[int], repeats: int, device: str) 
 
 def breakdown_table(spec: str, sizes: list[int], repeats: int, device: str) -> None:
     """Where the exact sampler's time goes (each stage alone, medians)."""
+    from cfl_lightning.sampling.counts import split_exact
+    from cfl_lightning.sampling.law import CountSource, law_for_total
+    from cfl_lightning.sampling.paths import lifted_chain
+    from cfl_lightning.semiring import backward_fast
+
     pfsa, event, mu = automaton(spec)
     pfsa = pfsa.to(device)
     fn = event.function(pfsa)
@@ -176,6 +177,8 @@ def process_table(spec: str, sizes: list[int], repeats: int, device: str) -> Non
 
 
 def rejection_table(spec: str, repeats: int, device: str) -> None:
+    from cfl_lightning.sampling.law import law_for_total
+
     pfsa, event, mu = automaton(spec)
     k = 2_000
     law = law_for_total(pfsa, event.function(pfsa), 1, 199)
@@ -212,6 +215,8 @@ def main() -> None:
     parser.add_argument("--process", action="store_true", help="add whole-process times")
     parser.add_argument("--skip-rejection", action="store_true")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: check the script runs")
+    parser.add_argument("--corpora-only", action="store_true",
+                        help="only the first table (runs against older versions of the package)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     specs = args.automata.split(",")
@@ -222,6 +227,8 @@ def main() -> None:
           f"event state:{STATE}, N = 3x natural; device {args.device} ({name}); torch "
           f"{torch.__version__}, {torch.get_num_threads()} thread(s); medians of {repeats}\n")
     corpus_table(specs, sizes, repeats, args.device)
+    if args.corpora_only:
+        return
     print(f"\nExact sampler stages on {specs[-1]} (each alone)\n")
     breakdown_table(specs[-1], sizes, repeats, args.device)
     print(f"\nExtreme targets on {specs[-1]}: exact totals\n")

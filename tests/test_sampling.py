@@ -369,3 +369,22 @@ def test_lifted_table_equals_rows_per_step(random50, clamp):
     assert not torch.isnan(table.cdf(z)).any() and torch.all(table.cdf(z)[:, -1] == 1.0)
     a = torch.randint(0, random50.num_symbols, (z.numel(),), generator=torch.Generator().manual_seed(0))
     assert torch.equal(table.move(z, a), lazy.move(z, a))
+
+
+def test_guided_pick_equals_the_full_count():
+    from cfl_lightning.sampling.draw import guided_pick
+
+    gen = torch.Generator().manual_seed(0)
+    weights = torch.rand(30, 40, dtype=torch.float64, generator=gen) ** 8  # crowded buckets
+    weights[:, ::3] = 0.0  # zero weights are never picked
+    weights[5] = 0.0
+    weights[5, 7] = 1.0
+    cum = weights.cumsum(1)
+    cdf = cum / cum[:, -1:]
+    rows = torch.randint(0, 30, (20_000,), generator=gen)
+    u = torch.rand(20_000, dtype=torch.float64, generator=gen)
+    u[:3] = torch.tensor([0.0, 1.0 - 2.0**-53, 0.5], dtype=torch.float64)
+    full = (cdf[rows] <= u[:, None]).sum(1)
+    got = guided_pick(cdf, rows, u)
+    assert torch.equal(got, full)
+    assert not bool((weights[rows, got] == 0).any())

@@ -7,6 +7,8 @@ from torch import Tensor
 
 __all__ = ["guided_pick", "inverse_cdf"]
 
+_STEPS = 3  # guided steps before the remaining draws fall back to the full count
+
 
 def inverse_cdf(weights: Tensor, u: Tensor, cumulative: bool = False) -> Tensor:
     """Index drawn from each row of ``weights`` ``[B, A]`` (non-negative) with uniforms ``[B]``.
@@ -42,6 +44,8 @@ def guided_pick(cdf: Tensor, rows: Tensor, u: Tensor) -> Tensor:
     buckets. For ``u`` in bucket ``b = floor(u M)`` every ``j < g[r, b]`` has ``cdf <= u``, so the
     search starts at ``g[r, b]`` and steps forward while ``cdf <= u``: the same comparisons as the
     full count, hence the same index, in about one step per draw instead of ``W`` comparisons.
+    Draws still searching after a few steps (buckets crowded with tiny probabilities) get the
+    full count, so the number of kernel launches stays bounded.
 
     Args:
         cdf: ``[R, W]`` float64 rows, non-decreasing, each ending in exactly 1.0.
@@ -59,9 +63,14 @@ def guided_pick(cdf: Tensor, rows: Tensor, u: Tensor) -> Tensor:
     flat = cdf.reshape(-1)
     todo = torch.arange(rows.numel(), device=rows.device)
     start, at, bound = rows * width, pick, u
-    while todo.numel():
+    for _ in range(_STEPS):
         more = torch.nonzero(flat.take(start + at) <= bound).squeeze(1)
         todo, start, bound = todo[more], start[more], bound[more]
         at = at[more] + 1
         pick.index_copy_(0, todo, at)
+        if not todo.numel():
+            return pick
+    # Draws in crowded buckets (rare): the full count on their rows.
+    full = (cdf.index_select(0, rows.index_select(0, todo)) <= bound[:, None]).sum(dim=1)
+    pick.index_copy_(0, todo, full)
     return pick

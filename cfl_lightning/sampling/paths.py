@@ -232,15 +232,27 @@ def _assemble(
 ) -> Corpus:
     """Flatten per-step records (step ``t`` holds symbol ``t`` of every string still going).
 
-    A string's length is the last step that recorded it plus one; then every step's symbols are
-    scattered to ``offsets[id] + t`` (no concatenated copies of the records).
+    Symbol ``t`` of string ``id`` goes to ``offsets[id] + t``. On a CPU the records are scattered
+    step by step (lengths from the last step that recorded each string: no concatenated copies);
+    on a GPU, where launches cost more than copies, in one concatenated scatter.
     """
+    total = sum(ids.numel() for ids in record_ids)
+    offsets = torch.zeros(num_strings + 1, dtype=torch.long, device=device)
+    tokens = torch.empty(total, dtype=torch.long, device=device)
+    if device.type != "cpu":
+        if total:
+            all_ids = torch.cat(record_ids)
+            offsets[1:] = torch.bincount(all_ids, minlength=num_strings).cumsum(0)
+            sizes = torch.tensor([ids.numel() for ids in record_ids], device=device)
+            steps = torch.repeat_interleave(
+                torch.arange(len(record_ids), device=device), sizes, output_size=total
+            )
+            tokens[offsets.index_select(0, all_ids) + steps] = torch.cat(record_syms)
+        return Corpus(tokens, offsets, counts)
     lengths = torch.zeros(num_strings, dtype=torch.long, device=device)
     for step, ids in enumerate(record_ids):
         lengths.index_fill_(0, ids, step + 1)
-    offsets = torch.zeros(num_strings + 1, dtype=torch.long, device=device)
     offsets[1:] = lengths.cumsum(0)
-    tokens = torch.empty(sum(ids.numel() for ids in record_ids), dtype=torch.long, device=device)
     for step, (ids, syms) in enumerate(zip(record_ids, record_syms)):
         tokens.index_put_((offsets.index_select(0, ids) + step,), syms)
     return Corpus(tokens, offsets, counts)
