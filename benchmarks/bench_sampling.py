@@ -210,7 +210,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--automata", default="0/0,5/5", help="topology/weight seeds, comma-separated")
+    parser.add_argument("--automata", default="0/0,5/5", help="topology/weight seeds, a,b,...")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--process", action="store_true", help="add whole-process times")
     parser.add_argument("--skip-rejection", action="store_true")
@@ -229,8 +229,9 @@ def main() -> None:
     corpus_table(specs, sizes, repeats, args.device)
     if args.corpora_only:
         return
-    print(f"\nExact sampler stages on {specs[-1]} (each alone)\n")
-    breakdown_table(specs[-1], sizes, repeats, args.device)
+    for spec in specs:
+        print(f"\nExact sampler stages on {spec} (each alone)\n")
+        breakdown_table(spec, sizes, repeats, args.device)
     print(f"\nExtreme targets on {specs[-1]}: exact totals\n")
     extreme_table(specs[-1], sizes[0], args.device)
     if args.process:

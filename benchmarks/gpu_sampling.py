@@ -123,7 +123,9 @@ def launches(spec: str, k: int, device: str) -> None:
         count = sum(1 for e in prof.events() if e.device_type.name == "CUDA")
         what = "CUDA kernels and copies"
     else:
-        count = sum(1 for e in prof.events() if e.name.startswith("aten::") and e.cpu_parent is None)
+        count = sum(
+            1 for e in prof.events() if e.name.startswith("aten::") and e.cpu_parent is None
+        )
         what = "top-level dispatched operators (each one launch or more on a GPU)"
     print(f"One exact corpus on {spec} (K = {k:,}, N = {n:,}): {count:,} {what}")
 

@@ -97,7 +97,7 @@ def test_integer_valued_event_lehmann_matches_dp():
     np.testing.assert_allclose(generic, count_pmf(pfsa, fn, 8), rtol=1e-9, atol=1e-15)
 
 
-# ---------------------------------------------------------------------------- doubling and streaming
+# ------------------------------------------------------------------------- doubling, streaming
 def naive_rows(start, matrix, count):
     rows = [start]
     for _ in range(count - 1):
@@ -131,7 +131,8 @@ def test_initial_count_law_matches_forward_dp(make, spec, tail, device):
         reference = reference[::-1].cumsum()[::-1]  # P(count >= n); mass beyond 400 < 1e-18
     log_law, _ = initial_count_law(pfsa, fn, 41, tail=tail)
     assert log_law.numel() >= 41 and not torch.isnan(log_law).any()
-    np.testing.assert_allclose(log_law[:41].exp().cpu().numpy(), reference[:41], rtol=1e-8, atol=1e-15)
+    got = log_law[:41].exp().cpu().numpy()
+    np.testing.assert_allclose(got, reference[:41], rtol=1e-8, atol=1e-15)
     # Negative control: a shifted law is far from the reference.
     assert not np.allclose(log_law[1:42].exp().cpu().numpy(), reference[:41], rtol=1e-3)
 

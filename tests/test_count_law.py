@@ -31,7 +31,9 @@ def test_window_law_equals_the_reference_and_drops_only_negligible_mass():
     length = law.log_pmf.numel()
     assert length < n + 1  # streamed: far shorter than N
     reference = count_pmf(pfsa, fn, 3 * length, tol=1e-280)
-    np.testing.assert_allclose(law.log_pmf.exp().numpy(), reference[:length], rtol=1e-7, atol=1e-250)
+    np.testing.assert_allclose(
+        law.log_pmf.exp().numpy(), reference[:length], rtol=1e-7, atol=1e-250
+    )
     # The tilted mass beyond the window is below e^-92 of the window's (by the reference law).
     with np.errstate(divide="ignore"):
         log_ref = np.log(reference)

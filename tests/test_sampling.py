@@ -352,7 +352,9 @@ def test_far_above_natural_corpus_is_exact(random50, device, k, factor):
     """N ~ 10^5 over 1,000 strings (175x natural) and N = 0: exact totals, valid strings."""
     event = Event.parse("state:q9")
     n = int(factor * event.expected_count(random50) * k)
-    c = sample_corpus(random50, k, seed=3, intervention="exact", event=event, count=n, device=device)
+    c = sample_corpus(
+        random50, k, seed=3, intervention="exact", event=event, count=n, device=device
+    )
     assert c.total_count == n and len(c) == k
     fn = event.function(random50)
     assert c.counts[:100].tolist() == recount(random50, fn, c.to_lists()[:100])
@@ -367,7 +369,8 @@ def test_lifted_table_equals_rows_per_step(random50, clamp):
     z = torch.arange(40 * random50.num_states)
     assert torch.equal(table.cdf(z), lazy.cdf(z))
     assert not torch.isnan(table.cdf(z)).any() and torch.all(table.cdf(z)[:, -1] == 1.0)
-    a = torch.randint(0, random50.num_symbols, (z.numel(),), generator=torch.Generator().manual_seed(0))
+    gen = torch.Generator().manual_seed(0)
+    a = torch.randint(0, random50.num_symbols, (z.numel(),), generator=gen)
     assert torch.equal(table.move(z, a), lazy.move(z, a))
 
 

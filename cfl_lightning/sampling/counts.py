@@ -198,12 +198,14 @@ def _sample_split(
     out = torch.empty_like(totals)
     table = high - low + 1 < totals.numel()
     if table:  # one row per distinct total value, gathered per block
-        lo_all, cdf_all = _split_weights(left, right, torch.arange(low, high + 1, device=totals.device))
+        values = torch.arange(low, high + 1, device=totals.device)
+        lo_all, cdf_all = _split_weights(left, right, values)
         rows = max(1, _CHUNK // cdf_all.shape[1])
         num_rows, width = cdf_all.shape
         # A guide table costs ~ R * 2W * log2(W) once and ~10 operations per draw, against
         # ~3W per draw for the full comparison.
-        guided = num_rows * 2 * width * width.bit_length() + 10 * totals.numel() < 3 * width * totals.numel()
+        draws = totals.numel()
+        guided = num_rows * 2 * width * width.bit_length() + 10 * draws < 3 * width * draws
     else:
         rows = max(1, _CHUNK // min(left[1].numel(), right[1].numel()))
     for start in range(0, totals.numel(), rows):

@@ -25,7 +25,6 @@ import torch
 from torch import Tensor
 
 from cfl_lightning.automata.pfsa import PFSA
-from cfl_lightning.errors import InterventionError
 from cfl_lightning.sampling.counts import CountLaw, tilt
 from cfl_lightning.semiring.backward import ScaledBins, bins_from_operator, count_operator
 from cfl_lightning.semiring.powers import first_row_law
@@ -104,7 +103,8 @@ def law_for_total(
                 length = n + 1
                 continue
             return CountLaw(log_pmf[: n + 1])
-        if bool(torch.isfinite(log_pmf).any()) and _certified(source, log_pmf, row, row_scale, k, n):
+        finite = bool(torch.isfinite(log_pmf).any())
+        if finite and _certified(source, log_pmf, row, row_scale, k, n):
             return CountLaw(log_pmf)
         length = min(n + 1, 4 * log_pmf.numel())
 

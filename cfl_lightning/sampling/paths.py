@@ -63,7 +63,7 @@ class Chain:
     records: bool = False
 
     def cdf(self, z: Tensor) -> Tensor:
-        """``[B, S + 1]`` cumulative action probabilities of states ``z`` ``[B]`` (rows end in 1)."""
+        """``[B, S + 1]`` cumulative action probabilities of states ``z`` ``[B]`` (end in 1)."""
         raise NotImplementedError
 
     def move(self, z: Tensor, a: Tensor) -> Tensor:
