@@ -197,17 +197,19 @@ def _sample_split(
     low, high = int(totals.min()), int(totals.max())
     out = torch.empty_like(totals)
     table = high - low + 1 < totals.numel()
+    cpu = totals.device.type == "cpu"
+    chunk = _CHUNK if cpu else 4 * _CHUNK  # on a GPU, launches cost more than memory
     if table:  # one row per distinct total value, gathered per block
         values = torch.arange(low, high + 1, device=totals.device)
         lo_all, cdf_all = _split_weights(left, right, values)
-        rows = max(1, _CHUNK // cdf_all.shape[1])
+        rows = max(1, chunk // cdf_all.shape[1])
         num_rows, width = cdf_all.shape
         # A guide table costs ~ R * 2W * log2(W) once and ~10 operations per draw, against
-        # ~3W per draw for the full comparison.
+        # ~3W per draw for the full comparison; on a GPU its few extra launches cost more.
         draws = totals.numel()
-        guided = num_rows * 2 * width * width.bit_length() + 10 * draws < 3 * width * draws
+        guided = cpu and num_rows * 2 * width * width.bit_length() + 10 * draws < 3 * width * draws
     else:
-        rows = max(1, _CHUNK // min(left[1].numel(), right[1].numel()))
+        rows = max(1, chunk // min(left[1].numel(), right[1].numel()))
     for start in range(0, totals.numel(), rows):
         part = slice(start, start + rows)
         if table:
