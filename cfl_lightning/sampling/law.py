@@ -66,11 +66,14 @@ class CountSource:
         """``log sum_{n >= L} p_n e^{theta (n - L)}``, or ``inf`` when not certifiably finite."""
         if not math.isfinite(row_scale):
             return -math.inf  # e^T A^L = 0: nothing beyond L
-        if math.exp(theta) * self.radius >= 1.0 - 1e-9:
-            return math.inf
+        if theta > 700 or math.exp(theta) * self.radius >= 1.0 - 1e-9:
+            return math.inf  # sum_m (e^theta A)^m diverges (or nearly): not certifiable
         step, start = self.step.cpu(), self.start.cpu()
         eye = torch.eye(step.shape[0], dtype=torch.float64)
-        resolvent = torch.linalg.solve(eye - math.exp(theta) * step, start)
+        try:
+            resolvent = torch.linalg.solve(eye - math.exp(theta) * step, start)
+        except RuntimeError:  # numerically singular: not certifiable
+            return math.inf
         if not bool(torch.isfinite(resolvent).all()) or bool((resolvent < 0).any()):
             return math.inf
         total = float(row @ resolvent)
