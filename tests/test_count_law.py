@@ -124,3 +124,33 @@ def test_split_far_above_natural_on_device(device):
     assert chi_square_pvalue(observed, dict(enumerate(expected)), 600) > ALPHA
     assert chi_square_pvalue(observed, {i: 0.1 for i in range(10)}, 600) < ALPHA
     assert math.isfinite(float(law.log_pmf[n]))
+
+
+def test_split_table_equals_per_block_weights():
+    """The tabulated split weights (one strided view) give every total the same law."""
+    from cfl_lightning.sampling import counts
+
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(100):
+        la, lb = torch.randint(1, 30, (2,), generator=gen).tolist()
+        o1, o2 = torch.randint(0, 10, (2,), generator=gen).tolist()
+        a = torch.rand(la, dtype=torch.float64, generator=gen)
+        b = torch.rand(lb, dtype=torch.float64, generator=gen)
+        a[torch.rand(la, generator=gen) < 0.2] = 0.0
+        b[torch.rand(lb, generator=gen) < 0.2] = 0.0
+        low = o1 + o2 + int(torch.randint(0, la + lb, (1,), generator=gen))
+        high = low + int(torch.randint(0, 20, (1,), generator=gen))
+        lo1, cdf1 = counts._split_table((o1, a), (o2, b), low, high)
+        lo2, cdf2 = counts._split_weights((o1, a), (o2, b), torch.arange(low, high + 1))
+        for r in range(high - low + 1):
+            laws = []
+            for lo, cdf in ((lo1, cdf1), (lo2, cdf2)):
+                if torch.isnan(cdf[r]).any():
+                    laws.append(None)
+                    continue
+                steps = torch.diff(cdf[r], prepend=cdf.new_zeros(1))
+                laws.append({int(lo[r]) + j: float(x) for j, x in enumerate(steps) if x > 0})
+            assert (laws[0] is None) == (laws[1] is None)
+            if laws[0] is not None:
+                assert laws[0].keys() == laws[1].keys()
+                assert all(abs(laws[0][m] - laws[1][m]) < 1e-12 for m in laws[0])

@@ -173,15 +173,48 @@ def _split_weights(
     return lo, cum / cum[:, -1:]
 
 
+def _split_table(
+    left: tuple[int, Tensor], right: tuple[int, Tensor], low: int, high: int
+) -> tuple[Tensor, Tensor]:
+    """:func:`_split_weights` for every total in ``low .. high`` at once, on a common window.
+
+    Row ``T`` needs ``right(T - m)`` for consecutive ``m``: a window of the reversed ``right``
+    that slides by one per row, so all rows are one strided view (``unfold``) times ``left``.
+
+    Returns:
+        ``lo`` ``[R]`` (the same first ``m`` for every row) and ``[R, W]`` cumulative weights
+        divided by each row's total (NaN rows for unreachable totals).
+    """
+    (o1, a), (o2, b) = left, right
+    device = a.device
+    rows = high - low + 1
+    first = max(o1, low - (o2 + b.numel() - 1))
+    last = min(o1 + a.numel() - 1, high - o2)
+    if last < first:  # no total in the range can be split: all rows unreachable
+        return torch.full((rows,), o1, dtype=torch.long, device=device), torch.full(
+            (rows, 1), math.nan, dtype=a.dtype, device=device
+        )
+    width = last - first + 1
+    # Row T, column j reads b[T - first - j - o2] = reversed_b[shift - T + j].
+    shift = b.numel() - 1 + first + o2
+    pad_left = max(0, -(shift - high))
+    pad_right = max(0, shift - low + width - b.numel())
+    padded = torch.cat([b.new_zeros(pad_left), b.flip(0), b.new_zeros(pad_right)])
+    windows = padded.unfold(0, width, 1)[shift - high + pad_left : shift - low + pad_left + 1]
+    cum = (windows.flip(0) * a[first - o1 : last - o1 + 1]).cumsum(dim=1)
+    lo = torch.full((rows,), first, dtype=torch.long, device=device)
+    return lo, cum / cum[:, -1:]
+
+
 def _sample_split(
     left: tuple[int, Tensor], right: tuple[int, Tensor], totals: Tensor, u: Tensor
 ) -> Tensor:
     """Draw ``m`` with ``P(m) ∝ left(m) right(T - m)`` for each total ``T`` in ``totals`` ``[G]``.
 
-    When the totals take fewer distinct values than there are blocks, the cumulative weights
-    are tabulated once per value in ``[min T, max T]`` and gathered; otherwise computed per
-    block. The draw is ``#{j : cdf_j <= u}``: never a zero-weight ``m`` (equal cumulative
-    entries) and never past a row's last positive entry (its ``cdf`` is exactly 1 > u).
+    When it costs less, the cumulative weights are tabulated once per value in
+    ``[min T, max T]`` (:func:`_split_table`) and gathered; otherwise computed per block. The
+    draw is ``#{j : cdf_j <= u}``: never a zero-weight ``m`` (equal cumulative entries) and
+    never past a row's last positive entry (its ``cdf`` is exactly 1 > u).
 
     Args:
         left, right: ``(offset, values)`` on the totals' device.
@@ -196,17 +229,17 @@ def _sample_split(
     """
     low, high = int(totals.min()), int(totals.max())
     out = torch.empty_like(totals)
-    table = high - low + 1 < totals.numel()
+    # Per block: ~12 passes over [G, W]; tabulated: ~4 over [R, W + R], then ~3 over [G, W + R].
+    width, num, draws = min(left[1].numel(), right[1].numel()), high - low + 1, totals.numel()
+    table = 4 * num * (width + num) + 3 * draws * (width + num) < 12 * draws * width
     cpu = totals.device.type == "cpu"
     chunk = _CHUNK if cpu else 4 * _CHUNK  # on a GPU, launches cost more than memory
     if table:  # one row per distinct total value, gathered per block
-        values = torch.arange(low, high + 1, device=totals.device)
-        lo_all, cdf_all = _split_weights(left, right, values)
+        lo_all, cdf_all = _split_table(left, right, low, high)
         rows = max(1, chunk // cdf_all.shape[1])
         num_rows, width = cdf_all.shape
         # A guide table costs ~ R * 2W * log2(W) once and ~10 operations per draw, against
         # ~3W per draw for the full comparison; on a GPU its few extra launches cost more.
-        draws = totals.numel()
         guided = cpu and num_rows * 2 * width * width.bit_length() + 10 * draws < 3 * width * draws
     else:
         rows = max(1, chunk // min(left[1].numel(), right[1].numel()))
