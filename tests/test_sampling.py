@@ -391,3 +391,35 @@ def test_guided_pick_equals_the_full_count():
     got = guided_pick(cdf, rows, u)
     assert torch.equal(got, full)
     assert not bool((weights[rows, got] == 0).any())
+
+
+def test_both_walk_assemblies_agree(random50):
+    """The per-step scatter (CPU) and the concatenated scatter (GPU) build the same corpus."""
+    records: dict = {}
+    real = paths._assemble
+
+    def keep(*args):
+        records["args"] = args
+        return real(*args)
+
+    paths._assemble = keep
+    try:
+        paths.sample_paths(random50, 3000, torch.Generator().manual_seed(0))
+    finally:
+        paths._assemble = real
+    num, ids, syms, _, dev = records["args"]
+    a = paths._scatter_steps(num, ids, syms, dev)
+    b = paths._scatter_once(num, ids, syms, dev)
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+    assert paths._scatter_once(4, [], [], dev)[1].tolist() == [0, 0, 0, 0, 0]
+
+
+def test_split_law_with_the_gpu_choices_on_a_cpu(monkeypatch):
+    """The launch-saving choices (no guide tables, bigger chunks) draw the same law."""
+    from cfl_lightning.sampling import counts
+
+    from tests.test_count_law import test_on_device_split_law_by_position
+
+    monkeypatch.setattr(counts, "few_launches", lambda device: True)
+    test_split_exact_joint_law_and_exchangeability(short_pfsa())
+    test_on_device_split_law_by_position("cpu", 64)

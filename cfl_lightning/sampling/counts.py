@@ -148,6 +148,11 @@ class _Powers:
 _CHUNK = 1 << 22  # elements of one [rows, width] weight block
 
 
+def few_launches(device: torch.device) -> bool:
+    """Whether to prefer fewer, bigger operations (a GPU: launches cost more than memory)."""
+    return device.type != "cpu"
+
+
 def _split_weights(
     left: tuple[int, Tensor], right: tuple[int, Tensor], totals: Tensor
 ) -> tuple[Tensor, Tensor]:
@@ -232,7 +237,7 @@ def _sample_split(
     # Per block: ~12 passes over [G, W]; tabulated: ~4 over [R, W + R], then ~3 over [G, W + R].
     width, num, draws = min(left[1].numel(), right[1].numel()), high - low + 1, totals.numel()
     table = 4 * num * (width + num) + 3 * draws * (width + num) < 12 * draws * width
-    cpu = totals.device.type == "cpu"
+    cpu = not few_launches(totals.device)
     chunk = _CHUNK if cpu else 4 * _CHUNK  # on a GPU, launches cost more than memory
     if table:  # one row per distinct total value, gathered per block
         lo_all, cdf_all = _split_table(left, right, low, high)

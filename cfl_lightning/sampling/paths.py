@@ -232,30 +232,46 @@ def _assemble(
 ) -> Corpus:
     """Flatten per-step records (step ``t`` holds symbol ``t`` of every string still going).
 
-    Symbol ``t`` of string ``id`` goes to ``offsets[id] + t``. On a CPU the records are scattered
-    step by step (lengths from the last step that recorded each string: no concatenated copies);
-    on a GPU, where launches cost more than copies, in one concatenated scatter.
+    Symbol ``t`` of string ``id`` goes to ``offsets[id] + t``: step by step on a CPU
+    (:func:`_scatter_steps`), in one concatenated scatter on a GPU, where launches cost more
+    than copies (:func:`_scatter_once`).
     """
-    total = sum(ids.numel() for ids in record_ids)
-    offsets = torch.zeros(num_strings + 1, dtype=torch.long, device=device)
-    tokens = torch.empty(total, dtype=torch.long, device=device)
-    if device.type != "cpu":
-        if total:
-            all_ids = torch.cat(record_ids)
-            offsets[1:] = torch.bincount(all_ids, minlength=num_strings).cumsum(0)
-            sizes = torch.tensor([ids.numel() for ids in record_ids], device=device)
-            steps = torch.repeat_interleave(
-                torch.arange(len(record_ids), device=device), sizes, output_size=total
-            )
-            tokens[offsets.index_select(0, all_ids) + steps] = torch.cat(record_syms)
-        return Corpus(tokens, offsets, counts)
+    scatter = _scatter_steps if device.type == "cpu" else _scatter_once
+    tokens, offsets = scatter(num_strings, record_ids, record_syms, device)
+    return Corpus(tokens, offsets, counts)
+
+
+def _scatter_steps(
+    num_strings: int, record_ids: list[Tensor], record_syms: list[Tensor], device: torch.device
+) -> tuple[Tensor, Tensor]:
+    """Lengths from the last step that recorded each string, then one scatter per step."""
+    tokens = torch.empty(sum(ids.numel() for ids in record_ids), dtype=torch.long, device=device)
     lengths = torch.zeros(num_strings, dtype=torch.long, device=device)
     for step, ids in enumerate(record_ids):
         lengths.index_fill_(0, ids, step + 1)
+    offsets = torch.zeros(num_strings + 1, dtype=torch.long, device=device)
     offsets[1:] = lengths.cumsum(0)
     for step, (ids, syms) in enumerate(zip(record_ids, record_syms)):
         tokens.index_put_((offsets.index_select(0, ids) + step,), syms)
-    return Corpus(tokens, offsets, counts)
+    return tokens, offsets
+
+
+def _scatter_once(
+    num_strings: int, record_ids: list[Tensor], record_syms: list[Tensor], device: torch.device
+) -> tuple[Tensor, Tensor]:
+    """All records concatenated: a bincount for the lengths and a single scatter."""
+    total = sum(ids.numel() for ids in record_ids)
+    tokens = torch.empty(total, dtype=torch.long, device=device)
+    offsets = torch.zeros(num_strings + 1, dtype=torch.long, device=device)
+    if total:
+        all_ids = torch.cat(record_ids)
+        offsets[1:] = torch.bincount(all_ids, minlength=num_strings).cumsum(0)
+        sizes = torch.tensor([ids.numel() for ids in record_ids], device=device)
+        steps = torch.repeat_interleave(
+            torch.arange(len(record_ids), device=device), sizes, output_size=total
+        )
+        tokens[offsets.index_select(0, all_ids) + steps] = torch.cat(record_syms)
+    return tokens, offsets
 
 
 def sample_paths(
