@@ -68,7 +68,7 @@ class CountSource:
             return -math.inf  # e^T A^L = 0: nothing beyond L
         if theta > 700 or math.exp(theta) * self.radius >= 1.0 - 1e-9:
             return math.inf  # sum_m (e^theta A)^m diverges (or nearly): not certifiable
-        step, start = self.step.cpu(), self.start.cpu()
+        step, start = self.step.cpu(), self.start.cpu()  # Q x Q: cheapest on the host
         eye = torch.eye(step.shape[0], dtype=torch.float64)
         try:
             resolvent = torch.linalg.solve(eye - math.exp(theta) * step, start)

@@ -138,20 +138,23 @@ def count_operator(pfsa: PFSA, event_fn: Tensor, *, tail: bool = False) -> tuple
 
     Returns:
         ``A`` ``[Q, Q]`` and the start ``[Q]``, non-negative float64 on ``pfsa.device``
-        (rounding negatives clamped to 0).
+        (rounding negatives clamped to 0). The ``Q x Q`` solve runs on the CPU (no solver
+        launches on a GPU; the same ``A`` on every device).
     """
-    mask = event_fn.to(pfsa.device).double()
+    device = pfsa.device
+    host = pfsa if device.type == "cpu" else pfsa.to("cpu")
+    mask = event_fn.cpu().double()
     if not bool(((mask == 0) | (mask == 1)).all()):
         raise ValueError("backward_fast needs a 0/1 event function; use backward_lehmann")
-    q = pfsa.num_states
-    eye = torch.eye(q, dtype=torch.float64, device=pfsa.device)
-    lu = torch.linalg.lu_factor(eye - pfsa.transition_matrix(1.0 - mask))
-    step = torch.linalg.lu_solve(*lu, pfsa.transition_matrix(mask)).clamp(min=0.0)
+    q = host.num_states
+    eye = torch.eye(q, dtype=torch.float64)
+    lu = torch.linalg.lu_factor(eye - host.transition_matrix(1.0 - mask))
+    step = torch.linalg.lu_solve(*lu, host.transition_matrix(mask)).clamp(min=0.0)
     if tail:
-        start = torch.ones(q, dtype=torch.float64, device=pfsa.device)
+        start = torch.ones(q, dtype=torch.float64)
     else:
-        start = torch.linalg.lu_solve(*lu, pfsa.final[:, None])[:, 0].clamp(min=0.0)
-    return step, start
+        start = torch.linalg.lu_solve(*lu, host.final[:, None])[:, 0].clamp(min=0.0)
+    return step.to(device), start.to(device)
 
 
 def backward_fast(
