@@ -8,10 +8,11 @@ Interventions on an event (a set of transitions, :class:`~cfl_lightning.automata
 * ``at_least_once`` -- exactly ``count`` of the ``K`` strings contain an occurrence.
 
 Each draws from the exact conditional law of ``K`` i.i.d. strings given the constraint. With
-``method="binning"`` (default): backward weights of the binning-lifted automaton
-(:func:`~cfl_lightning.semiring.backward_fast`), per-string counts by recursive halving
-(:mod:`~cfl_lightning.sampling.counts`), then each string by the conditioned walk
-(:mod:`~cfl_lightning.sampling.paths`). ``method="rejection"`` draws whole corpora until one
+``method="binning"`` (default): the initial state's count law as far as the target needs
+(:mod:`~cfl_lightning.sampling.law`), per-string counts by recursive halving on the sampling
+device (:mod:`~cfl_lightning.sampling.counts`), then each string by the conditioned walk with
+backward bins up to its budget (:func:`~cfl_lightning.semiring.backward_fast`,
+:mod:`~cfl_lightning.sampling.paths`). ``method="rejection"`` draws whole corpora until one
 satisfies the constraint (a baseline; bounded tries).
 """
 
@@ -25,8 +26,8 @@ from cfl_lightning.errors import InterventionError, RejectionExhaustedError
 from cfl_lightning.progress import Progress
 from cfl_lightning.sampling.corpus import Corpus
 from cfl_lightning.sampling.counts import split_at_least, split_exact
-from cfl_lightning.sampling.law import CountSource, law_for_total, law_upto
 from cfl_lightning.sampling.feasibility import max_occurrences
+from cfl_lightning.sampling.law import CountSource, law_for_total, law_upto
 from cfl_lightning.sampling.paths import sample_paths
 from cfl_lightning.semiring.backward import ScaledBins, backward_fast
 
