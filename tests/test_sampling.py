@@ -423,3 +423,22 @@ def test_split_law_with_the_gpu_choices_on_a_cpu(monkeypatch):
     monkeypatch.setattr(counts, "few_launches", lambda device: True)
     test_split_exact_joint_law_and_exchangeability(short_pfsa())
     test_on_device_split_law_by_position("cpu", 64)
+
+
+@pytest.mark.parametrize(
+    "intervention,count", [("exact", 300), ("at_least", 300), ("at_least_once", 150)]
+)
+def test_every_intervention_meets_its_constraint_on_device(random50, device, intervention, count):
+    """Hard constraints and independent recounts for each intervention on each device."""
+    event = Event.parse("state:q9")
+    c = sample_corpus(
+        random50, 200, seed=5, intervention=intervention, event=event, count=count, device=device
+    )
+    counts = c.counts.tolist()
+    assert counts == recount(random50, event.function(random50), c.to_lists())
+    if intervention == "exact":
+        assert sum(counts) == count
+    elif intervention == "at_least":
+        assert sum(counts) >= count
+    else:
+        assert sum(x > 0 for x in counts) == count
