@@ -29,7 +29,7 @@ from cfl_lightning.errors import (
 from cfl_lightning.losses import kl_to_automaton_loss
 from cfl_lightning.sampling import Corpus, Intervention, sample_corpus
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 # name -> module, imported on first access (these pull in lightning / torchmetrics).
 _LAZY = {

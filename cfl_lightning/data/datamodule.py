@@ -249,7 +249,7 @@ class PFADataModule(L.LightningDataModule):
                     f"{split} corpus has {len(corpus)} strings, expected {args['num_strings']}"
                 )
             event_function = self.event_function if split == "train" else None
-            tokenized = tensorize(corpus, self.pfsa, event_function)
+            tokenized = tensorize(corpus, self.pfsa, event_function, device=self.device)
             if split == "train":
                 self._check_realized(tokenized)
             self.cache_hits[split] = hit
