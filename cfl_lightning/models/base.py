@@ -96,6 +96,14 @@ class LanguageModel(pl.LightningModule):
             raise ValueError(f"num_layers must be >= 1, got {num_layers}")
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        if not (isinstance(lr, (int, float)) and lr >= 0):
+            raise ValueError(f"lr (the learning rate) must be non-negative, got {lr}")
+        if not 0.0 <= lr_factor < 1.0:
+            raise ValueError(f"lr_factor must be in [0, 1), got {lr_factor}")
+        if lr_patience < 0:
+            raise ValueError(f"lr_patience must be non-negative, got {lr_patience}")
+        if param_budget < 1:
+            raise ValueError(f"param_budget must be positive, got {param_budget}")
         if loss not in ("kl", "ce"):
             raise ValueError(f"loss must be 'kl' or 'ce', got {loss!r}")
         self.num_symbols = int(num_symbols)
