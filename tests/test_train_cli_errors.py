@@ -167,3 +167,14 @@ def test_good_run_output_and_test_without_new_version(tmp_path):
     assert sorted(p.name for p in (root / "csv").iterdir()) == ["version_0"]
     assert len(list((root / "wandb").glob("offline-run-*"))) == 1  # no new W&B run
     assert not (root / "config.yaml").exists()
+
+
+def test_unwritable_root_dir_is_refused(tmp_path, monkeypatch):
+    """(Tests run as root, for whom every directory is writable: os.access stands in.)"""
+    from cfl_lightning.cli.run_checks import check_root_dir
+    from cfl_lightning.errors import CflError
+
+    check_root_dir(tmp_path / "new" / "dir")  # creatable: fine
+    monkeypatch.setattr(os, "access", lambda path, mode: False)
+    with pytest.raises(CflError, match="not writable"):
+        check_root_dir(tmp_path / "new" / "dir")

@@ -187,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         message = " ".join(str(err).split())
         sys.stderr.write(f"{PROG} {argv[0] if argv else ''}: error: {message}\n")
         return 2
+    CflLightningCLI.active = None
     finish_wandb()
     written = cli.results_writer.written if cli.results_writer is not None else None
     if written is not None:
