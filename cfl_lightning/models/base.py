@@ -159,7 +159,7 @@ class LanguageModel(pl.LightningModule):
         """The loss of one batch: :func:`~cfl_lightning.kl_to_automaton_loss` (``loss="kl"``) or
         the next-symbol cross-entropy per string (``loss="ce"``); epoch sums accumulate."""
         scores = self(batch["input_ids"])
-        kl, ce = self.train_loss.update(torch.log_softmax(scores, dim=-1), batch)
+        _, ce = self.train_loss.update(torch.log_softmax(scores, dim=-1), batch)
         if self.loss_name == "kl":
             return kl_to_automaton_loss(scores, batch)
         return ce.mean()
