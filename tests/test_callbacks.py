@@ -334,3 +334,22 @@ def test_cli_model_switch_without_num_symbols(tmp_path, capsys, monkeypatch):
     assert results["config"]["model"]["init_args"] == {"width": 4, "lr": 0.01}  # config's lr kept
     assert results["num_parameters"] == 5 * 4 + 4 * 3 + 3
     assert results["kl_total"] is not None and len(results["kl"]["state"]) == 4
+
+
+def test_readme_data_module_example_runs_quietly(tmp_path):
+    """The README's PFADataModule example as written: it creates the a.json it reads, trains,
+    and Lightning does not warn about a val_dataloader without validation_step."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Using `PFADataModule` in your own Lightning project", 1)[1]
+    code = re.findall(r"```python\n(.*?)```", section, re.S)[0]
+    (tmp_path / "example.py").write_text(code)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1",
+           "WANDB_MODE": "disabled", "CFL_LIGHTNING_CACHE": "none"}
+    proc = subprocess.run([sys.executable, "example.py"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (tmp_path / "a.json").exists()
+    assert "no `validation_step`" not in proc.stderr and "Skipping val loop" not in proc.stderr
+    summary = eval(proc.stdout.strip().splitlines()[-1])  # noqa: S307 - the dict printed
+    assert summary["automaton"] == "a.json" and summary["realized_count"] == 1200
+    assert not {"generator", "eta", "num_states", "topology_seed", "weight_seed"} & set(summary)

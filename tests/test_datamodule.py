@@ -484,3 +484,22 @@ def test_tensorize_on_the_sampling_device_equals_the_cpu(device):
     for k in (0, 1, 499):
         lo, hi = int(cpu.offsets[k]), int(cpu.offsets[k + 1])
         assert cpu.states[lo:hi].tolist() == reference_states(pfsa, corpus.string(k))
+
+
+@pytest.mark.parametrize(
+    "kwargs, source",
+    [
+        (dict(generator="parity", eta=0.3), {"generator", "eta"}),
+        (dict(generator="parity_resampled", weight_seed=2), {"generator", "weight_seed"}),
+        (dict(generator="random", num_states=6, num_symbols=3),
+         {"generator", "num_states", "num_symbols", "topology_seed", "weight_seed"}),
+    ],
+)
+def test_summary_lists_only_the_arguments_of_the_automaton_source(kwargs, source):
+    all_source = {"automaton", "generator", "eta", "num_states", "num_symbols", "topology_seed",
+                  "weight_seed"}
+    dm = PFADataModule(cache_dir="none", device="cpu", num_strings=5, val_strings=0,
+                       test_strings=0, **kwargs)
+    summary = dm.summary()
+    assert set(summary) & all_source == source
+    assert {"intervention", "seed", "max_tokens", "alphabet_size"} <= set(summary)

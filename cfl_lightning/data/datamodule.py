@@ -61,6 +61,15 @@ __all__ = ["PFADataModule", "SPLITS", "SAMPLING_METHOD"]
 SPLITS = ("train", "val", "test")
 SAMPLING_METHOD = "binning"
 GENERATORS = ("parity", "parity_resampled", "random")
+#: the constructor arguments each generator uses
+GENERATOR_ARGS = {
+    "parity": ("eta",),
+    "parity_resampled": ("weight_seed",),
+    "random": ("num_states", "num_symbols", "topology_seed", "weight_seed"),
+}
+_SOURCE_ARGS = (
+    "automaton", "generator", "eta", "num_states", "num_symbols", "topology_seed", "weight_seed"
+)
 _STAGE_SPLITS = {
     "fit": ("train", "val"),
     "validate": ("val",),
@@ -418,12 +427,19 @@ class PFADataModule(L.LightningDataModule):
     def summary(self) -> dict[str, Any]:
         """Flat dict for hyperparameter logging.
 
-        All constructor arguments, plus ``realized_count``, ``realized_strings``,
+        The constructor arguments that apply to the chosen automaton source (``automaton``, or
+        ``generator`` with its own arguments: ``eta`` for "parity", ``weight_seed`` for
+        "parity_resampled", ``num_states``/``num_symbols``/``topology_seed``/``weight_seed`` for
+        "random") and every other argument, plus ``realized_count``, ``realized_strings``,
         ``expected_count``, ``automaton_states``, ``alphabet_size``, ``vocab_size``,
         ``automaton_id`` and ``train_tokens`` (symbols in the training corpus). Samples (or
         reads) the training corpus if needed.
         """
-        out = dict(self.hparams)
+        hp = dict(self.hparams)
+        source = (
+            ("automaton",) if hp["automaton"] is not None else ("generator", *GENERATOR_ARGS[hp["generator"]])
+        )
+        out = {k: v for k, v in hp.items() if k not in _SOURCE_ARGS or k in source}
         out.update(
             realized_count=self.realized_count,
             realized_strings=self.realized_strings,

@@ -96,6 +96,14 @@ class LanguageModel(pl.LightningModule):
             raise ValueError(f"num_layers must be >= 1, got {num_layers}")
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        if not (isinstance(lr, (int, float)) and lr >= 0):
+            raise ValueError(f"lr (the learning rate) must be non-negative, got {lr}")
+        if not 0.0 <= lr_factor < 1.0:
+            raise ValueError(f"lr_factor must be in [0, 1), got {lr_factor}")
+        if lr_patience < 0:
+            raise ValueError(f"lr_patience must be non-negative, got {lr_patience}")
+        if param_budget < 1:
+            raise ValueError(f"param_budget must be positive, got {param_budget}")
         if loss not in ("kl", "ce"):
             raise ValueError(f"loss must be 'kl' or 'ce', got {loss!r}")
         self.num_symbols = int(num_symbols)
@@ -151,7 +159,7 @@ class LanguageModel(pl.LightningModule):
         """The loss of one batch: :func:`~cfl_lightning.kl_to_automaton_loss` (``loss="kl"``) or
         the next-symbol cross-entropy per string (``loss="ce"``); epoch sums accumulate."""
         scores = self(batch["input_ids"])
-        kl, ce = self.train_loss.update(torch.log_softmax(scores, dim=-1), batch)
+        _, ce = self.train_loss.update(torch.log_softmax(scores, dim=-1), batch)
         if self.loss_name == "kl":
             return kl_to_automaton_loss(scores, batch)
         return ce.mean()
