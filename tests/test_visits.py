@@ -201,3 +201,19 @@ def test_mixture_weights_restore_every_states_visits(small):
     assert mixture_weights(reached, n, 0, p_reach).unique().tolist() == [1.0]
     with pytest.raises(ValueError):
         mixture_weights(reached, n, m, 0.0)
+
+
+def test_state_visits_metric_sums_batches_and_merges():
+    from cfl_lightning.metrics.state_visits import StateVisits
+
+    states = torch.tensor([[0, 1, 2, 1], [0, 0, 1, 2]])
+    mask = torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1]], dtype=torch.bool)
+    one, other = StateVisits(3), StateVisits(3)
+    one.update(states[:1], mask[:1])
+    other.update(states[1:], mask[1:])
+    one.merge_state(other)  # what the reduction across processes does
+    whole = StateVisits(3)
+    whole.update(states, mask)
+    assert one.compute().tolist() == whole.compute().tolist() == [3, 2, 2]
+    whole.reset()
+    assert whole.compute().tolist() == [0, 0, 0]
