@@ -216,4 +216,5 @@ def test_state_visits_metric_sums_batches_and_merges():
     whole.update(states, mask)
     assert one.compute().tolist() == whole.compute().tolist() == [3, 2, 2]
     whole.reset()
-    assert whole.compute().tolist() == [0, 0, 0]
+    with pytest.warns(UserWarning, match="before the ``update``"):
+        assert whole.compute().tolist() == [0, 0, 0]
