@@ -1,7 +1,8 @@
 """cfl_lightning: causal evaluation of formal-language learnability with PyTorch Lightning.
 
-The pure core (automata, binning semiring, samplers) is imported eagerly; the Lightning and
-torchmetrics layers (``PFADataModule``, the language models, ``DecomposedKL``) are imported lazily
+The pure core (automata, binning semiring, samplers, the loss ``kl_to_automaton_loss``) is imported
+eagerly; the Lightning and torchmetrics layers (``PFADataModule``, the language models,
+``DecomposedKL``, the callbacks ``DecomposedKLCallback`` and ``ResultsWriter``) are imported lazily
 on first attribute access, so ``python -m cfl_lightning sample`` never imports Lightning or wandb.
 """
 
@@ -17,8 +18,16 @@ from cfl_lightning.automata import (
     random_pfsa,
     resampled_parity_starfree_pfsa,
 )
-from cfl_lightning.errors import CflError, EventError, InterventionError, PFSAError
-from cfl_lightning.sampling import Corpus, sample_corpus
+from cfl_lightning.errors import (
+    CflError,
+    EventError,
+    InterventionError,
+    OutputError,
+    PFSAError,
+    SizeError,
+)
+from cfl_lightning.losses import kl_to_automaton_loss
+from cfl_lightning.sampling import Corpus, Intervention, sample_corpus
 
 __version__ = "0.1.0"
 
@@ -31,13 +40,17 @@ _LAZY = {
     "DecomposedKL": "cfl_lightning.metrics",
     "decomposed_kl": "cfl_lightning.metrics",
     "pfsa_kl": "cfl_lightning.metrics",
+    "DecomposedKLCallback": "cfl_lightning.callbacks",
+    "ResultsWriter": "cfl_lightning.callbacks",
 }
 
 __all__ = [
     "PFSA",
     "Event",
     "Corpus",
+    "Intervention",
     "sample_corpus",
+    "kl_to_automaton_loss",
     "parity_starfree_pfsa",
     "random_pfsa",
     "resampled_parity_starfree_pfsa",
@@ -45,6 +58,8 @@ __all__ = [
     "PFSAError",
     "EventError",
     "InterventionError",
+    "OutputError",
+    "SizeError",
     *_LAZY,
 ]
 

@@ -36,7 +36,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     command = argv[0]
     if command not in COMMANDS:
-        sys.stderr.write(f"cfl_lightning: unknown command {command!r}\n{USAGE}")
+        sys.stderr.write(
+            f"cfl_lightning: error: unknown command {command!r}; expected one of "
+            f"{', '.join(COMMANDS)} (python -m cfl_lightning --help)\n"
+        )
         return 2
     module = importlib.import_module(COMMANDS[command][0])
     return int(module.main(argv) or 0)

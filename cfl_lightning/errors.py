@@ -1,11 +1,20 @@
 """User-facing error types.
 
 Every problem caused by bad input (an invalid automaton, a missing file, an impossible
-intervention target) raises a subclass of :class:`CflError`. The command-line interface turns
-these into a single line on stderr and a non-zero exit, without a traceback.
+intervention target, an unsafe output path, a request too large for memory) raises a subclass of
+:class:`CflError`. The command-line interface turns these into a single line on stderr and exit
+status 2, without a traceback.
 """
 
-__all__ = ["CflError", "PFSAError", "EventError", "InterventionError", "RejectionExhaustedError"]
+__all__ = [
+    "CflError",
+    "PFSAError",
+    "EventError",
+    "InterventionError",
+    "RejectionExhaustedError",
+    "OutputError",
+    "SizeError",
+]
 
 
 class CflError(ValueError):
@@ -26,3 +35,11 @@ class InterventionError(CflError):
 
 class RejectionExhaustedError(CflError):
     """Rejection sampling did not find a corpus meeting the constraint within its budget."""
+
+
+class OutputError(CflError):
+    """An output path cannot be written safely (a directory, a device, one of the inputs)."""
+
+
+class SizeError(CflError):
+    """A request would need more memory than is available (the message gives the estimate)."""

@@ -1,10 +1,11 @@
 """``results.json``: one training run's outcome, in the format of ``docs/internal_contract.md``.
 
-Written by ``python -m cfl_lightning fit`` in the run's log directory after the best checkpoint
-has been tested. Keys (:data:`RESULT_KEYS`):
+Written by :class:`~cfl_lightning.callbacks.ResultsWriter` at the end of a test run (``python -m
+cfl_lightning fit`` tests the best checkpoint and writes it into the run's log directory). Keys (:data:`RESULT_KEYS`):
 
 * ``config``: the full LightningCLI config of the run (JSON);
-* ``model``: the model class name (``LSTMLanguageModel`` / ``TransformerLanguageModel``);
+* ``model``: the model's class name (``LSTMLanguageModel``, ``TransformerLanguageModel`` or a
+  user's class);
 * ``intervention``, ``event`` (str or null), ``count`` (requested, or null): the data's settings;
 * ``realized_count`` (event occurrences in the training corpus, or null without an event) and
   ``expected_count`` (``num_strings`` times the expected occurrences per unconstrained string);
@@ -20,7 +21,8 @@ has been tested. Keys (:data:`RESULT_KEYS`):
 * ``kl`` / ``kl_unweighted``: ``{"state": {name: v}, "symbol": {name|"EOS": v},
   "transition": {"SOURCE:SYM": v}}`` (NaN -> null);
 * ``best_val_loss`` (best ``val/kl_per_string``), ``epochs`` (completed training epochs),
-  ``train_time_s`` (wall time of ``fit``, without the final test), ``log_dir``;
+  ``train_time_s`` (wall time of ``fit``, without the final test; ``epochs`` and ``train_time_s``
+  are null for a test run without training in the same process), ``log_dir``;
 * ``realized_strings``: training strings containing the event (the x-axis of at-least-once
   interventions; null without an event);
 * ``occurrences``: ``{"count": {spec: n}, "strings": {spec: m}}`` for every ``state:``,
@@ -38,9 +40,19 @@ import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cfl_lightning.io import atomic_write_text
+
+if TYPE_CHECKING:
+    from torch import Tensor, nn
+
+    from cfl_lightning.data import PFADataModule
+
+
+def count_parameters(module: nn.Module) -> int:
+    """Number of trainable parameters of ``module``."""
+    return sum(p.numel() for p in module.parameters() if p.requires_grad)
 
 __all__ = ["RESULT_KEYS", "automaton_id", "build_results", "write_results", "json_safe"]
 
@@ -105,26 +117,29 @@ def _float(value: Any) -> float | None:
 
 def build_results(
     *,
-    config: Mapping[str, Any],
-    model: Any,
-    datamodule: Any,
+    config: Mapping[str, Any] | None,
+    model: nn.Module,
+    datamodule: PFADataModule,
+    kl_result: Mapping[str, Tensor] | None,
     best_val_loss: float | None,
-    epochs: int,
-    train_time_s: float,
+    epochs: int | None,
+    train_time_s: float | None,
     log_dir: str | os.PathLike,
     seed: int | None,
 ) -> dict[str, Any]:
     """Assemble the ``results.json`` dict of a finished run.
 
     Args:
-        config: the run's full config (a plain dict).
-        model: the trained :class:`~cfl_lightning.models.LanguageModel`, after testing (its
-            ``test_kl_result`` holds the decomposed KL on the test strings, or None).
-        datamodule: the :class:`~cfl_lightning.data.PFADataModule` (``pfsa``, ``event``,
-            ``hparams``, ``realized_count``, ``expected_count``).
+        config: the run's full config (a plain dict); None: the model's and the data module's
+            hyperparameters (``{"model": {"class_path", "init_args"}, "data": {...}}``).
+        model: the trained module (any ``nn.Module``; ``results["model"]`` is its class name,
+            ``num_parameters`` its trainable parameter count).
+        datamodule: the data module the model was trained and tested on.
+        kl_result: the decomposed KL on the test strings (:meth:`DecomposedKL.compute`'s dict,
+            e.g. :attr:`DecomposedKLCallback.test_result`), or None.
         best_val_loss: best ``val/kl_per_string``, or None.
-        epochs: completed training epochs.
-        train_time_s: wall time of training.
+        epochs: completed training epochs (None when the run did not train).
+        train_time_s: wall time of training (None when the run did not train).
         log_dir: the run's log directory.
         seed: the run's ``seed_everything`` value.
 
@@ -133,47 +148,52 @@ def build_results(
     """
     from cfl_lightning.metrics import kl_nested_dict, target_values
 
-    hp = datamodule.hparams
-    pfsa = datamodule.pfsa
-    event = datamodule.event
+    intervention = datamodule.intervention
+    pfsa, event = datamodule.pfsa, datamodule.event
     automaton = pfsa.to_dict()
-    result = getattr(model, "test_kl_result", None)
     kl = kl_unweighted = None
     kl_total = kl_target = kl_target_unweighted = None
-    if result is not None:
-        kl_total = _float(result["total"])
-        kl = kl_nested_dict(result, pfsa)
-        kl_unweighted = kl_nested_dict(result, pfsa, unweighted=True)
+    if kl_result is not None:
+        kl_total = _float(kl_result["total"])
+        kl = kl_nested_dict(kl_result, pfsa)
+        kl_unweighted = kl_nested_dict(kl_result, pfsa, unweighted=True)
         if event is not None:
-            weighted, unweighted = target_values(result, event, pfsa)
+            weighted, unweighted = target_values(kl_result, event, pfsa)
             kl_target, kl_target_unweighted = _float(weighted), _float(unweighted)
+    if config is None:
+        cls = type(model)
+        config = {
+            "model": {
+                "class_path": f"{cls.__module__}.{cls.__qualname__}",
+                "init_args": dict(getattr(model, "hparams", {})),
+            },
+            "data": dict(datamodule.hparams),
+        }
     out = {
         "config": dict(config),
         "model": type(model).__name__,
-        "intervention": hp["intervention"],
+        "intervention": intervention.kind,
         "event": None if event is None else str(event),
-        "count": hp["count"],
+        "count": intervention.count,
         "realized_count": datamodule.realized_count,
         "expected_count": _float(datamodule.expected_count),
-        "num_strings": hp["num_strings"],
-        "num_parameters": int(model.num_parameters),
+        "num_strings": datamodule.hparams["num_strings"],
+        "num_parameters": count_parameters(model),
         "seed": seed,
         "automaton": automaton,
-        "automaton_id": getattr(datamodule, "automaton_id", None) or automaton_id(automaton),
+        "automaton_id": datamodule.automaton_id,
         "kl_total": kl_total,
         "kl_target": kl_target,
         "kl_target_unweighted": kl_target_unweighted,
         "kl": kl,
         "kl_unweighted": kl_unweighted,
         "best_val_loss": _float(best_val_loss),
-        "epochs": int(epochs),
-        "train_time_s": float(train_time_s),
+        "epochs": None if epochs is None else int(epochs),
+        "train_time_s": None if train_time_s is None else float(train_time_s),
         "log_dir": os.fspath(log_dir),
-        "realized_strings": getattr(datamodule, "realized_strings", None),
-        "occurrences": datamodule.occurrences() if hasattr(datamodule, "occurrences") else None,
-        "expected_occurrences": (
-            datamodule.expected_occurrences() if hasattr(datamodule, "expected_occurrences") else None
-        ),
+        "realized_strings": datamodule.realized_strings,
+        "occurrences": datamodule.occurrences(),
+        "expected_occurrences": datamodule.expected_occurrences(),
     }
     assert tuple(out) == RESULT_KEYS
     return json_safe(out)

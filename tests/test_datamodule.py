@@ -429,3 +429,19 @@ def test_occurrences_agree_with_sampler_counts(tmp_path):
     assert "transition:rep:b" not in occ["count"]  # no such transition
     expected = dm.expected_occurrences()
     assert expected["state:rep"] == pytest.approx(80 * 0.3 * 9)
+
+
+def test_evaluation_shares_are_disjoint_and_cover_every_batch(tmp_path):
+    """Under DDP, val/test batches are split without repeats (uneven shares are fine)."""
+    dm = random_dm(tmp_path)
+    dm.setup("fit")
+    full = [b["input_ids"] for b in dm.val_dataloader()]
+    for world in (2, 3):
+        seen = []
+        for rank in range(world):
+            dm.trainer = types.SimpleNamespace(world_size=world, global_rank=rank)
+            seen += [b["input_ids"] for b in dm.val_dataloader()]
+        dm.trainer = None
+        assert len(seen) == len(full)  # nothing repeated, nothing left out
+        key = lambda t: (tuple(t.shape), t.flatten().tolist())  # noqa: E731
+        assert sorted(map(key, seen)) == sorted(map(key, full))

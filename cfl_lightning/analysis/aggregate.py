@@ -48,6 +48,7 @@ import numpy as np
 
 from cfl_lightning.errors import CflError
 from cfl_lightning.io import atomic_open
+from cfl_lightning.sampling.intervention import COUNT_UNITS
 
 __all__ = [
     "RunRecord",
@@ -84,13 +85,8 @@ SETTINGS = {
     "at_least_once": "causal_at_least_once",
     "none": "correlational",
 }
-X_KIND = {
-    "causal_exact": "occurrences",
-    "causal_at_least": "occurrences",
-    "causal_at_least_once": "strings",
-    "correlational": "occurrences",
-    "correlational_strings": "strings",
-}
+# setting -> what x counts (the intervention's unit; the pure core's Intervention defines it)
+X_KIND = {**{SETTINGS[k]: unit for k, unit in COUNT_UNITS.items()}, "correlational_strings": "strings"}
 BINNINGS = ("quantile", "log", "linear")
 
 

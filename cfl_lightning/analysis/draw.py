@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from cfl_lightning.errors import CflError
-from cfl_lightning.io import atomic_open
+from cfl_lightning.io import atomic_open, atomic_write_text, check_output, read_text
 
 __all__ = ["DotNotFoundError", "format_weight", "automaton_graph", "render_automaton", "FORMATS"]
 
@@ -30,7 +30,15 @@ INSTALL_HINT = (
 
 
 class DotNotFoundError(CflError):
-    """graphviz's ``dot`` executable is not installed."""
+    """graphviz's ``dot`` executable is not installed.
+
+    Attributes:
+        dot_path: where the graph's source was written instead (or None).
+    """
+
+    def __init__(self, message: str, dot_path: Path | None = None) -> None:
+        super().__init__(message)
+        self.dot_path = dot_path
 
 
 def format_weight(weight: float, digits: int = 2) -> str:
@@ -53,11 +61,19 @@ def _load(source: str | os.PathLike | Mapping[str, Any]) -> dict[str, Any]:
     else:
         where = os.fspath(source)
         try:
-            data = json.loads(Path(source).read_text(encoding="utf-8"))
+            data = json.loads(read_text(source, error=CflError))
         except FileNotFoundError:
             raise CflError(f"no such file: {where}") from None
+        except IsADirectoryError:
+            raise CflError(f"{where}: is a directory, not an automaton file") from None
+        except UnicodeDecodeError:
+            raise CflError(
+                f"{where}: not a text file (not UTF-8); expected automaton JSON"
+            ) from None
         except json.JSONDecodeError as err:
             raise CflError(f"{where}: invalid JSON (line {err.lineno}): {err.msg}") from None
+        except OSError as err:
+            raise CflError(f"{where}: cannot read ({err.strerror or err})") from None
     if isinstance(data, Mapping) and isinstance(data.get("automaton"), Mapping):
         data = dict(data["automaton"])  # a results.json
     return PFSA.from_dict(data, source=where).to_dict()  # validated and canonical
@@ -70,8 +86,16 @@ def automaton_graph(
     rankdir: str = "LR",
     title: str | None = None,
 ) -> Any:
-    """A ``graphviz.Digraph`` of the automaton (an automaton JSON path, results.json or dict)."""
-    import graphviz
+    """A ``graphviz.Digraph`` of the automaton (an automaton JSON path, results.json or dict).
+
+    Node ids are ``s_<state>`` (state names never contain ``:``, which graphviz would read as a
+    port: :meth:`PFSA.validate` rejects it); labels are plain text, never HTML-like.
+    """
+    try:
+        import graphviz
+    except ImportError:
+        raise CflError("the graphviz Python package is missing: pip install graphviz") from None
+    nohtml = graphviz.nohtml
 
     data = _load(source)
     final = {k: float(v) for k, v in (data.get("final") or {}).items()}
@@ -82,16 +106,18 @@ def automaton_graph(
     )
     graph.attr("edge", fontname="Helvetica", fontsize="10", arrowsize="0.7")
     if title:
-        graph.attr(label=title, labelloc="t", fontname="Helvetica", fontsize="14")
+        graph.attr(label=nohtml(title), labelloc="t", fontname="Helvetica", fontsize="14")
     graph.node("__start__", label="", shape="none", width="0", height="0")
     for state in data["states"]:
         weight = final.get(state, 0.0)
         if weight > 0:
             graph.node(
-                _id(state), label=f"{state}/{format_weight(weight, digits)}", shape="doublecircle"
+                _id(state),
+                label=nohtml(f"{state}/{format_weight(weight, digits)}"),
+                shape="doublecircle",
             )
         else:
-            graph.node(_id(state), label=state)
+            graph.node(_id(state), label=nohtml(state))
     graph.edge("__start__", _id(data["initial"]))
     labels: dict[tuple[str, str], list[str]] = defaultdict(list)
     zero: set[tuple[str, str]] = set()
@@ -102,7 +128,7 @@ def automaton_graph(
             zero.add(key)
     for (src, dst), lines in labels.items():
         style = "dashed" if (src, dst) in zero and len(lines) == 1 else "solid"
-        graph.edge(_id(src), _id(dst), label="\n".join(lines), style=style)
+        graph.edge(_id(src), _id(dst), label=nohtml("\n".join(lines)), style=style)
     return graph
 
 
@@ -121,26 +147,39 @@ def render_automaton(
 ) -> Path:
     """Render the automaton to ``output`` (atomically); the format defaults to its extension.
 
+    When graphviz's ``dot`` is missing, the graph's source is written to ``output`` with the
+    suffix ``.dot`` instead (render it later with ``dot -T<fmt>``), and
+    :class:`DotNotFoundError` says so.
+
     Raises:
-        DotNotFoundError: ``dot`` is not installed.
+        DotNotFoundError: ``dot`` is not installed (its ``dot_path`` is the source written).
         CflError: bad input file or format.
+        OutputError: ``output`` is the input file, a directory or another unsafe path.
     """
     output = Path(output)
     fmt = (fmt or output.suffix.lstrip(".")).lower()
     if fmt not in FORMATS:
         raise CflError(f"unsupported format {fmt!r} for {output}; use one of {', '.join(FORMATS)}")
+    inputs = [] if isinstance(source, Mapping) else [source]
+    check_output(output, inputs)
     graph = automaton_graph(source, digits=digits, rankdir=rankdir, title=title)
-    if shutil.which("dot") is None:
-        raise DotNotFoundError(INSTALL_HINT)
     import graphviz
 
     try:
+        if shutil.which("dot") is None:
+            raise graphviz.ExecutableNotFound(["dot"])
         data = graph.pipe(format=fmt)
     except graphviz.ExecutableNotFound:
-        raise DotNotFoundError(INSTALL_HINT) from None
+        dot_path = output.with_suffix(".dot")
+        atomic_write_text(dot_path, graph.source, inputs=inputs)
+        raise DotNotFoundError(
+            f"{INSTALL_HINT}; wrote the graph source to {dot_path} instead "
+            f"(render it with `dot -T{fmt} {dot_path} -o {output}`)",
+            dot_path,
+        ) from None
     except graphviz.CalledProcessError as err:
         text = (err.stderr or b"").decode(errors="replace").strip().splitlines()
         raise CflError(f"dot failed: {text[0] if text else err}") from None
-    with atomic_open(output, "wb") as handle:
+    with atomic_open(output, "wb", inputs=inputs) as handle:
         handle.write(data)
     return output

@@ -14,34 +14,34 @@ A sweep file is an ordinary W&B sweep YAML (``wandb sweep FILE`` accepts it unch
       - configs/parity_starfree.yaml
       - ${args}
 
-:func:`expand_grid` enumerates the grid with ``sweeps.next_runs`` (the engine the W&B server
-uses), :func:`build_command` fills in the command macros exactly as ``wandb agent`` does
-(``${args}`` becomes ``--key=value`` with Python's ``str`` of the value, so write ``"null"``
-rather than ``null`` for a None), and :func:`run_sweep` runs the points as subprocesses, a few
-at a time, each in its own directory ``OUTPUT/<run_name>`` (see :func:`run_name`), skipping
-points that already hold a ``results.json``.
+:func:`iter_grid` walks the grid lazily in the order of ``sweeps.next_runs`` (the engine the
+W&B server uses; tests compare the two point by point), :func:`grid_size` counts it without
+enumerating it, and :func:`check_grid_size` refuses grids above ``max_points``.
+:func:`build_command` fills in the command macros exactly as ``wandb agent`` does (``${args}``
+becomes ``--key=value`` with Python's ``str`` of the value, so write ``"null"`` rather than
+``null`` for a None). Running the points (process supervision) is
+:func:`cfl_lightning.runner.run_sweep`; ``run_sweep``, ``SweepSummary``, ``child_env`` and
+``THREAD_ENV`` are still importable from here.
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
+import itertools
 import json
 import math
 import os
 import re
-import shlex
-import signal
-import subprocess
 import sys
-import time
 import warnings
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from cfl_lightning.errors import CflError
-from cfl_lightning.io import atomic_write_text
+from cfl_lightning.io import read_text
 
 __all__ = [
     "SweepError",
@@ -50,19 +50,25 @@ __all__ = [
     "validate_sweep",
     "grid_size",
     "expand_grid",
+    "iter_grid",
+    "check_grid_size",
+    "MAX_POINTS",
     "run_name",
     "point_hash",
     "format_args",
     "build_command",
     "find_results",
     "plan_sweep",
+    "iter_plan",
+    "grid_contains",
+    "done_points",
     "run_sweep",
     "SweepSummary",
     "child_env",
     "THREAD_ENV",
 ]
 
-THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "CFL_LIGHTNING_THREADS")
+MAX_POINTS = 100_000  # default bound on a grid's size (--max-points)
 DEFAULT_COMMAND = ["${env}", "${interpreter}", "${program}", "${args}"]
 _ENVVAR = re.compile(r"\$\{envvar:([A-Za-z0-9_]*)\}")
 _MACRO = re.compile(r"^\$\{([A-Za-z_]+)\}$")
@@ -113,10 +119,12 @@ def load_sweep(path: str | os.PathLike) -> dict[str, Any]:
     import yaml
 
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise SweepError(f"no such sweep file: {path}")
+    if path.is_dir():
+        raise SweepError(f"{path}: is a directory, not a sweep file")
     try:
-        config = yaml.safe_load(path.read_text(encoding="utf-8"))
+        config = yaml.safe_load(read_text(path, error=SweepError))
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
@@ -179,39 +187,130 @@ def validate_sweep(config: Any, *, source: str = "sweep") -> None:
 # --------------------------------------------------------------------------- expansion
 
 
-def _param_size(spec: Mapping[str, Any]) -> int:
-    if "values" in spec:
-        return len(spec["values"])
-    if "value" in spec:
-        return 1
-    if spec.get("distribution") == "int_uniform":
-        return max(int(spec["max"]) - int(spec["min"]) + 1, 0)
-    if spec.get("distribution") == "q_uniform":
-        return max(math.ceil((spec["max"] - spec["min"]) / spec["q"]), 0)
-    return 1
+def _grid_axes(config: Mapping[str, Any]) -> list[tuple[str, Sequence[Any] | None, Any]]:
+    """``(name, values, constant)`` per parameter in the engine's order, values deduplicated.
 
-
-def grid_size(config: Mapping[str, Any]) -> int:
-    """Number of grid points (product of the parameters' value counts)."""
-    return math.prod(_param_size(spec) for spec in config["parameters"].values())
-
-
-def expand_grid(config: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """All points of a grid sweep, as ``{name: value}`` in the engine's order.
-
-    Uses ``sweeps.next_runs(config, [], n=size + 1)``: exactly what a W&B server hands to its
-    agents (parameter names come out sorted).
+    The order and the values are those of ``sweeps.grid_search_next_runs``: parameters sorted
+    by name (``HyperParameterSet.from_config``); ``values`` kept in order with later duplicates
+    (equal YAML dumps) dropped; ``int_uniform`` as ``range(min, max + 1)``; ``q_uniform`` as
+    ``numpy.arange(min, max, q)``. ``int_uniform`` stays a lazy ``range``; a ``q_uniform`` is
+    built only after :func:`check_grid_size` (see :func:`iter_grid`). ``values`` is None for a
+    constant.
     """
-    sweeps = _import_sweeps()
-    size = grid_size(config)
+    _import_sweeps()  # quietly, once
+    from sweeps.config import ParamValidationError
+    from sweeps.grid_search import yaml_hash
+    from sweeps.params import HyperParameter, HyperParameterSet
+
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            runs = sweeps.next_runs(dict(config), [], n=size + 1)
-    except (ValueError, KeyError, TypeError) as err:
+            params = HyperParameterSet.from_config(dict(config["parameters"]))
+    except (ValueError, KeyError, TypeError, AssertionError, ParamValidationError) as err:
         raise SweepError(f"cannot expand the grid: {err}") from None
-    points = [{k: v["value"] for k, v in run.config.items()} for run in runs if run is not None]
-    return points
+    axes: list[tuple[str, Sequence[Any] | None, Any]] = []
+    for p in params:
+        if p.type == HyperParameter.CONSTANT:
+            axes.append((p.name, None, p.config["value"]))
+        elif p.type == HyperParameter.CATEGORICAL:
+            last: dict[str, Any] = {}
+            for value in p.config["values"]:
+                last[yaml_hash(value)] = value  # first position, last value (as the engine)
+            axes.append((p.name, list(last.values()), None))
+        elif p.type == HyperParameter.INT_UNIFORM:
+            axes.append((p.name, range(p.config["min"], p.config["max"] + 1), None))
+        elif p.type == HyperParameter.Q_UNIFORM:
+            axes.append((p.name, _QUniform(p.config["min"], p.config["max"], p.config["q"]), None))
+        else:
+            raise SweepError(f"parameter {p.name!r} has no discrete values for a grid")
+    return axes
+
+
+class _QUniform(Sequence):
+    """``numpy.arange(low, high, q).tolist()`` without building it until indexed."""
+
+    def __init__(self, low: float, high: float, q: float) -> None:
+        self.args = (low, high, q)
+        self._size = max(math.ceil((high - low) / q), 0)
+        self._values: list[Any] | None = None
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __getitem__(self, index: Any) -> Any:
+        if self._values is None:
+            import numpy as np
+
+            self._values = np.arange(*self.args).tolist()
+        return self._values[index]
+
+
+def grid_size(config: Mapping[str, Any]) -> int:
+    """Number of distinct grid points, counted without enumerating them.
+
+    The product of each parameter's number of distinct values (what ``sweeps.next_runs``
+    yields: duplicate values in a list are one point).
+    """
+    return math.prod(len(values) for _, values, _ in _grid_axes(config) if values is not None)
+
+
+def check_grid_size(
+    config: Mapping[str, Any], max_points: int | None = None, *, source: str = "sweep"
+) -> int:
+    """:func:`grid_size`, refused above ``max_points`` (default :data:`MAX_POINTS`).
+
+    Raises:
+        SweepError: one line naming the size and the parameter with the most values.
+    """
+    bound = MAX_POINTS if max_points is None else int(max_points)
+    axes = [(name, len(values)) for name, values, _ in _grid_axes(config) if values is not None]
+    size = math.prod(n for _, n in axes)
+    if size > bound:
+        name, n = max(axes, key=lambda axis: axis[1])
+        raise SweepError(
+            f"{source}: the grid has {size:,} points, more than the limit of {bound:,} "
+            f"(--max-points); parameter {name!r} alone has {n:,} values"
+        )
+    return size
+
+
+def iter_grid(config: Mapping[str, Any], max_points: int | None = None) -> Iterator[dict[str, Any]]:
+    """The grid's points one at a time, as ``{name: value}``, in the engine's order.
+
+    Equal, point by point and key by key, to ``sweeps.next_runs(config, [], n=size + 1)`` (what
+    a W&B server hands to its agents), but lazy: nothing is built beyond the current point, so
+    ``itertools.islice(iter_grid(c), 2)`` is cheap for any grid within ``max_points``.
+
+    Raises:
+        SweepError: the grid is larger than ``max_points`` (:func:`check_grid_size`).
+    """
+    check_grid_size(config, max_points)
+    axes = _grid_axes(config)
+    if any(values is not None and len(values) == 0 for _, values, _ in axes):
+        return
+    names = [name for name, _, _ in axes]
+    lists = [[const] if values is None else values for _, values, const in axes]
+    # an odometer over indices, last parameter fastest (itertools.product's order); unlike
+    # itertools.product it never turns a range of a billion values into a tuple
+    index = [0] * len(lists)
+    while True:
+        yield copy.deepcopy({name: lst[i] for name, lst, i in zip(names, lists, index)})
+        axis = len(lists) - 1
+        while axis >= 0:
+            index[axis] += 1
+            if index[axis] < len(lists[axis]):
+                break
+            index[axis] = 0
+            axis -= 1
+        if axis < 0:
+            return
+
+
+def expand_grid(
+    config: Mapping[str, Any], *, limit: int | None = None, max_points: int | None = None
+) -> list[dict[str, Any]]:
+    """The first ``limit`` (default: all) points of :func:`iter_grid`, as a list."""
+    return list(itertools.islice(iter_grid(config, max_points), limit))
 
 
 # --------------------------------------------------------------------------- naming
@@ -354,11 +453,14 @@ def find_results(directory: str | os.PathLike) -> Path | None:
 
 
 def _varying(config: Mapping[str, Any]) -> list[str]:
-    return [k for k, spec in config["parameters"].items() if _param_size(spec) > 1]
+    axes = _grid_axes(config)
+    return [name for name, values, _ in axes if values is not None and len(values) > 1]
 
 
-def plan_sweep(config: Mapping[str, Any], output: str | os.PathLike) -> list[SweepPoint]:
-    """Every grid point with its run directory under ``output`` and whether it is done.
+def iter_plan(
+    config: Mapping[str, Any], output: str | os.PathLike, *, max_points: int | None = None
+) -> Iterator[SweepPoint]:
+    """Each grid point (lazily, :func:`iter_grid`) with its run directory and whether it is done.
 
     A point is done when a directory ``OUTPUT/*_<hash>`` (the hash of :func:`run_name`, so a
     renamed slug still matches) holds a ``results.json`` anywhere below it.
@@ -370,236 +472,71 @@ def plan_sweep(config: Mapping[str, Any], output: str | os.PathLike) -> list[Swe
             if child.is_dir() and "_" in child.name:
                 existing.setdefault(child.name.rsplit("_", 1)[1], child)
     varying = _varying(config)
-    points = []
-    for params in expand_grid(config):
+    for params in iter_grid(config, max_points):
         name = run_name(params, varying)
         directory = existing.get(point_hash(params), output / name)
-        points.append(
-            SweepPoint(params, directory.name, directory, find_results(directory) is not None)
-        )
-    return points
+        yield SweepPoint(params, directory.name, directory, find_results(directory) is not None)
 
 
-# --------------------------------------------------------------------------- running
+def grid_contains(config: Mapping[str, Any], params: Mapping[str, Any]) -> bool:
+    """Whether ``params`` is a point of the grid (same names, every value on its axis)."""
+    from sweeps.grid_search import yaml_hash
 
-
-@dataclass
-class _Running:
-    point: SweepPoint
-    process: subprocess.Popen
-    log: TextIO
-    started: float
-
-
-@dataclass
-class SweepSummary:
-    """Counts of one :func:`run_sweep` call."""
-
-    total: int = 0
-    done: int = 0
-    skipped: int = 0
-    failed: list[str] = field(default_factory=list)
-    not_run: int = 0
-    interrupted: bool = False
-
-
-def child_env(
-    threads: int = 1,
-    environ: Mapping[str, str] | None = None,
-    launch_dir: str | os.PathLike | None = None,
-) -> dict[str, str]:
-    """The environment of a run: ``threads`` CPU threads, ``WANDB_MODE=offline`` unless set.
-
-    With ``launch_dir``, it is put first on ``PYTHONPATH`` (a run's working directory is its run
-    directory, yet ``python -m pkg`` should import as if started from ``launch_dir``).
-    """
-    env = dict(os.environ if environ is None else environ)
-    if launch_dir is not None:
-        parts = [os.fspath(launch_dir)] + [
-            p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p
-        ]
-        env["PYTHONPATH"] = os.pathsep.join(parts)
-    for name in THREAD_ENV:
-        env[name] = str(threads)
-    if not env.get("WANDB_MODE"):
-        env["WANDB_MODE"] = "offline"
-    return env
-
-
-def _terminate(running: list[_Running], grace: float = 10.0) -> None:
-    """SIGTERM each child's process group, wait up to ``grace`` s, then SIGKILL what is left."""
-    for item in running:
-        _signal_group(item.process, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    try:
-        for item in running:
-            try:
-                item.process.wait(timeout=max(deadline - time.monotonic(), 0.1))
-            except subprocess.TimeoutExpired:
-                _signal_group(item.process, signal.SIGKILL)
-                item.process.wait()
-    except KeyboardInterrupt:  # a second Ctrl-C: stop waiting
-        for item in running:
-            _signal_group(item.process, signal.SIGKILL)
-    finally:
-        for item in running:
-            item.log.close()
-
-
-def _signal_group(process: subprocess.Popen, sig: int) -> None:
-    if process.poll() is not None:
-        return
-    try:
-        os.killpg(process.pid, sig)  # the child leads its own process group (start_new_session)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def run_sweep(
-    config: Mapping[str, Any],
-    output: str | os.PathLike,
-    *,
-    parallel: int = 1,
-    limit: int | None = None,
-    dry_run: bool = False,
-    threads: int = 1,
-    stream: TextIO | None = None,
-    source: str = "sweep",
-) -> SweepSummary:
-    """Run the pending points of a grid sweep, ``parallel`` at a time.
-
-    Each point runs in its own directory ``OUTPUT/<run_name>`` (also its working directory, so
-    relative outputs of a config such as ``runs/...`` and ``wandb/`` land there), with
-    ``params.json`` written first and stdout/stderr in ``run.log``. Done points are skipped; a
-    failing point is reported in one line and the others go on. Ctrl-C (or SIGTERM) terminates
-    the running children and returns with ``interrupted`` set.
-
-    Args:
-        limit: run at most this many of the pending points (in grid order).
-        dry_run: only print the commands.
-        threads: CPU threads per run (``OMP_NUM_THREADS``, ``MKL_NUM_THREADS``,
-            ``CFL_LIGHTNING_THREADS``).
-    """
-    stream = sys.stderr if stream is None else stream
-    output = Path(output).absolute()
-    cwd = Path.cwd()
-    points = plan_sweep(config, output)
-    summary = SweepSummary(total=len(points))
-    pending = [p for p in points if not p.done]
-    summary.skipped = len(points) - len(pending)
-    if limit is not None and len(pending) > limit:
-        summary.not_run = len(pending) - limit
-        pending = pending[:limit]
-
-    def command_of(point: SweepPoint) -> list[str]:
-        return build_command(config, point.params, run_dir=point.directory, absolute_from=cwd)
-
-    def say(text: str) -> None:
-        stream.write(text + "\n")
-        stream.flush()
-
-    say(
-        f"{source}: {len(points)} points, {summary.skipped} already done, "
-        f"{len(pending)} to run"
-        + (f" ({summary.not_run} left for later: --limit)" if summary.not_run else "")
-    )
-    if dry_run:
-        for point in pending:
-            say(f"{point.directory}: {shlex.join(command_of(point))}")
-        return summary
-
-    env = child_env(threads, launch_dir=cwd)
-    queue = list(pending)
-    running: list[_Running] = []
-    finished = 0
-
-    def report(point: SweepPoint, ok: bool, detail: str) -> None:
-        nonlocal finished
-        finished += 1
-        if ok:
-            summary.done += 1
-            say(f"[{finished}/{len(pending)}] done {point.name} ({detail})")
+    axes = _grid_axes(config)
+    if set(params) != {name for name, _, _ in axes}:
+        return False
+    for name, values, constant in axes:
+        value = params[name]
+        if values is None:
+            ok = yaml_hash(value) == yaml_hash(constant)
+        elif isinstance(values, range):
+            ok = isinstance(value, int) and not isinstance(value, bool) and value in values
         else:
-            summary.failed.append(point.name)
-            log = point.directory / "run.log"
-            say(f"[{finished}/{len(pending)}] FAILED {point.name} ({detail}); log: {log}")
-
-    previous = _install_sigterm()
-    try:
-        while queue or running:
-            while queue and len(running) < max(parallel, 1):
-                point = queue.pop(0)
-                try:
-                    running.append(_start(point, command_of(point), env))
-                except OSError as err:
-                    report(point, False, f"cannot start: {err}")
-            time.sleep(0.05)
-            for item in [r for r in running if r.process.poll() is not None]:
-                running.remove(item)
-                item.log.close()
-                code = item.process.returncode
-                if code == 0 and find_results(item.point.directory) is not None:
-                    report(item.point, True, f"{time.monotonic() - item.started:.1f} s")
-                else:
-                    why = f"exit {code}" if code != 0 else "exit 0 but no results.json"
-                    report(item.point, False, why)
-    except KeyboardInterrupt:
-        summary.interrupted = True
-        say(f"interrupted: stopping {len(running)} running point(s)")
-        _terminate(running)
-        summary.not_run += len(queue) + len(running)
-    finally:
-        _restore_sigterm(previous)
-    return summary
+            ok = yaml_hash(value) in {yaml_hash(v) for v in values}
+        if not ok:
+            return False
+    return True
 
 
-def _start(point: SweepPoint, command: list[str], env: Mapping[str, str]) -> _Running:
-    """Write ``params.json``, open ``run.log`` and start the point's command in its directory."""
-    point.directory.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(point.directory / "params.json", json.dumps(point.params, indent=1) + "\n")
-    log = open(point.directory / "run.log", "w", encoding="utf-8")  # noqa: SIM115
-    try:
-        log.write(f"# {shlex.join(command)}\n")
-        log.flush()
-        process = subprocess.Popen(
-            command,
-            cwd=point.directory,
-            env=dict(env),
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group: terminated as a whole
-        )
-    except OSError as err:
-        log.write(f"cannot start: {err}\n")
-        log.close()
-        raise
-    return _Running(point, process, log, time.monotonic())
+def done_points(config: Mapping[str, Any], output: str | os.PathLike) -> dict[str, Path]:
+    """``{point_hash: directory}`` of the grid's points already done under ``output``.
 
-
-def _install_sigterm() -> Any:
-    """Turn SIGTERM and SIGINT into KeyboardInterrupt (so children are terminated).
-
-    SIGINT is set explicitly because a process started in the background (``nohup``, CI
-    runners) inherits it ignored, and then Ctrl-C or ``kill -INT`` would leave orphans running.
-
-    Returns:
-        the previous handlers, to restore.
+    Found from the directories (their ``params.json`` and ``results.json``), without walking
+    the grid: what :func:`cfl_lightning.runner.run_sweep` counts as "already done" beyond
+    the points it walked.
     """
+    output = Path(output)
+    found: dict[str, Path] = {}
+    if not output.is_dir():
+        return found
+    for child in sorted(output.iterdir()):
+        if not (child.is_dir() and "_" in child.name and (child / "params.json").is_file()):
+            continue
+        try:
+            params = json.loads(read_text(child / "params.json", limit=1 << 20, error=SweepError))
+        except (OSError, ValueError):
+            continue
+        if isinstance(params, dict) and find_results(child) is not None:
+            key = point_hash(params)
+            if key == child.name.rsplit("_", 1)[1] and grid_contains(config, params):
+                found.setdefault(key, child)
+    return found
 
-    def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
 
-    try:
-        return (
-            signal.signal(signal.SIGTERM, handler),
-            signal.signal(signal.SIGINT, signal.default_int_handler),
-        )
-    except ValueError:  # not the main thread: leave signals alone
-        return None
+def plan_sweep(
+    config: Mapping[str, Any], output: str | os.PathLike, *, max_points: int | None = None
+) -> list[SweepPoint]:
+    """Every point of :func:`iter_plan`, as a list."""
+    return list(iter_plan(config, output, max_points=max_points))
 
 
-def _restore_sigterm(previous: Any) -> None:
-    if previous is not None:
-        signal.signal(signal.SIGTERM, previous[0])
-        signal.signal(signal.SIGINT, previous[1])
+def __getattr__(name: str) -> Any:
+    """The process runner moved to :mod:`cfl_lightning.runner`; its old names still work here."""
+    if name in _MOVED:
+        from cfl_lightning import runner
+
+        return getattr(runner, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+_MOVED = ("run_sweep", "SweepSummary", "child_env", "THREAD_ENV")

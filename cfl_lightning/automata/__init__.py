@@ -9,11 +9,13 @@ from cfl_lightning.automata.generators import (
     random_weights,
     resampled_parity_starfree_pfsa,
 )
-from cfl_lightning.automata.pfsa import NORMALIZATION_TOLERANCE, PFSA
+from cfl_lightning.automata.pfsa import NORMALIZATION_TOLERANCE, PFSA, RESERVED_SYMBOLS, check_names
 
 __all__ = [
     "PFSA",
     "NORMALIZATION_TOLERANCE",
+    "RESERVED_SYMBOLS",
+    "check_names",
     "Event",
     "EVENT_KINDS",
     "default_alphabet",

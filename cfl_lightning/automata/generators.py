@@ -6,6 +6,8 @@ every platform), then the automaton is built as torch tensors.
 
 from __future__ import annotations
 
+import math
+import operator
 import string
 
 import numpy as np
@@ -29,6 +31,42 @@ def default_alphabet(num_symbols: int) -> list[str]:
     if num_symbols <= 26:
         return list(string.ascii_lowercase[:num_symbols])
     return [f"s{i}" for i in range(num_symbols)]
+
+
+def _integer(value: object, name: str, low: int, high: int | None = None) -> int:
+    """``value`` as a Python int in ``[low, high]`` (numpy integers accepted)."""
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        number = operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        raise PFSAError(f"{name} must be an integer, got {value!r}") from None
+    if number < low or (high is not None and number > high):
+        bound = f"{low}..{high}" if high is not None else f">= {low}"
+        raise PFSAError(f"{name} must be {bound}, got {number}")
+    return number
+
+
+def _seed(value: object, name: str) -> int:
+    try:
+        return _integer(value, name, 0, 2**64 - 1)
+    except PFSAError:
+        raise PFSAError(f"{name} must be an integer in 0..2**64-1, got {value!r}") from None
+
+
+def _real(value: object, name: str, low: float, high: float, *, open_low: bool = False) -> float:
+    """``value`` as a finite float in ``[low, high]`` (``(low, high]`` with ``open_low``)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise PFSAError(f"{name} must be a number, got {value!r}")
+    number = float(value)
+    ok = math.isfinite(number) and (low < number if open_low else low <= number) and number <= high
+    if not ok:
+        if math.isinf(high):
+            interval = "positive and finite" if open_low else f">= {low:g} and finite"
+        else:
+            interval = f"in ({low:g}, {high:g}]" if open_low else f"in [{low:g}, {high:g}]"
+        raise PFSAError(f"{name} must be {interval}, got {value!r}")
+    return number
 
 
 def _can_terminate(targets: np.ndarray, accepting: np.ndarray) -> np.ndarray:
@@ -62,9 +100,11 @@ def random_topology(
     Returns:
         ``targets`` ``[Q, |S|]`` int64 (``-1`` = no transition) and ``accepting`` ``[Q]`` bool.
     """
-    if num_states < 1 or num_symbols < 1:
-        raise PFSAError("a random topology needs at least one state and one symbol")
-    rng = np.random.default_rng(seed)
+    num_states = _integer(num_states, "num_states", 1)
+    num_symbols = _integer(num_symbols, "num_symbols", 1)
+    keep_prob = _real(keep_prob, "keep_prob", 0.0, 1.0)
+    accept_prob = _real(accept_prob, "accept_prob", 0.0, 1.0)
+    rng = np.random.default_rng(_seed(seed, "topology seed"))
     for _ in range(max_tries):
         keep = rng.random((num_states, num_symbols)) < keep_prob
         targets = np.where(keep, rng.integers(0, num_states, (num_states, num_symbols)), -1)
@@ -94,9 +134,9 @@ def random_weights(
     Returns:
         ``weights`` ``[Q, |S|]`` and ``final`` ``[Q]`` float64.
     """
-    if not 0 < final_weight <= 1:
-        raise PFSAError(f"final_weight must be in (0, 1], got {final_weight}")
-    rng = np.random.default_rng(seed)
+    final_weight = _real(final_weight, "final_weight", 0.0, 1.0, open_low=True)
+    concentration = _real(concentration, "concentration", 0.0, math.inf, open_low=True)
+    rng = np.random.default_rng(_seed(seed, "weight seed"))
     num_states, num_symbols = targets.shape
     weights = np.zeros((num_states, num_symbols))
     final = np.zeros(num_states)
@@ -175,8 +215,7 @@ def parity_starfree_pfsa(eta: float = 0.5) -> PFSA:
     ``odd --a/0.45--> odd``, ``odd --b/0.45--> even``, final 0.1; ``even --a/0.5--> even``,
     ``even --b/0.5--> odd``).
     """
-    if not 0.0 <= eta <= 1.0:
-        raise PFSAError(f"eta must be in [0, 1], got {eta}")
+    eta = _real(eta, "eta", 0.0, 1.0)
     weights = {
         ("init", "a"): eta,
         ("init", "b"): 1.0 - eta,
@@ -198,7 +237,9 @@ def resampled_parity_starfree_pfsa(
     (1/10) and the transition weights are rescaled to the rest; at ``init`` and ``even`` the
     transition weights sum to one.
     """
-    rng = np.random.default_rng(weight_seed)
+    final_weight = _real(final_weight, "final_weight", 0.0, 1.0, open_low=True)
+    concentration = _real(concentration, "concentration", 0.0, math.inf, open_low=True)
+    rng = np.random.default_rng(_seed(weight_seed, "weight seed"))
     weights: dict[tuple[str, str], float] = {}
     final = {"odd": final_weight, "rep": final_weight}
     for state in _PARITY_STATES:

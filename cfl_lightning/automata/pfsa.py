@@ -33,11 +33,49 @@ import torch
 from torch import Tensor
 
 from cfl_lightning.errors import PFSAError
-from cfl_lightning.io import atomic_write_text
+from cfl_lightning.io import atomic_write_text, read_text
 
-__all__ = ["PFSA", "NORMALIZATION_TOLERANCE"]
+__all__ = ["PFSA", "NORMALIZATION_TOLERANCE", "RESERVED_SYMBOLS", "check_names"]
 
 NORMALIZATION_TOLERANCE = 1e-6
+# token names of the models' vocabulary and of results.json's ``kl.symbol`` (EOS column)
+RESERVED_SYMBOLS = ("EOS", "BOS", "PAD")
+
+
+def check_names(states: Sequence[str], alphabet: Sequence[str], where: str = "") -> None:
+    """Reject names that collide with the package's own syntax or reserved names.
+
+    * a state name containing ``:`` (events read ``transition:SOURCE:SYMBOL`` and results key
+      transitions ``SOURCE:SYMBOL``: the first ``:`` ends the state);
+    * a symbol named ``EOS``, ``BOS`` or ``PAD`` (reserved tokens; ``EOS`` is the end-of-string
+      column of ``kl.symbol``);
+    * an empty name, or a duplicate.
+
+    Symbols may contain ``:`` (the last field of an event is read whole).
+
+    Raises:
+        PFSAError: one line naming the state or symbol (and ``where``, e.g. the file).
+    """
+    for kind, names in (("state", states), ("symbol", alphabet)):
+        seen: set[str] = set()
+        for name in names:
+            if name == "":
+                raise PFSAError(f"{where}empty {kind} name")
+            if name in seen:
+                raise PFSAError(f"{where}duplicate {kind} name {name!r}")
+            seen.add(name)
+    for name in states:
+        if ":" in name:
+            raise PFSAError(
+                f"{where}state name {name!r} contains ':', which separates the fields of "
+                "transition:SOURCE:SYMBOL events; rename the state"
+            )
+    for name in alphabet:
+        if name in RESERVED_SYMBOLS:
+            raise PFSAError(
+                f"{where}symbol name {name!r} is reserved ({', '.join(RESERVED_SYMBOLS)} are the "
+                "end-of-string, beginning and padding tokens); rename the symbol"
+            )
 
 
 class PFSA:
@@ -229,9 +267,10 @@ class PFSA:
 
         Raises:
             PFSAError: naming the offending state or symbol (and the file, when known) for
-                non-finite or negative weights, a state whose outgoing plus final weights do not
-                sum to one (tolerance ``1e-6``), a target index out of range, duplicate names, or
-                a reachable state from which the automaton cannot terminate.
+                names that :func:`check_names` rejects, non-finite or negative weights, a state
+                whose outgoing plus final weights do not sum to one (tolerance ``1e-6``), a
+                target index out of range, or a reachable state from which the automaton cannot
+                terminate.
         """
         where = self._where()
         q, s = self.num_states, self.num_symbols
@@ -239,12 +278,7 @@ class PFSA:
             raise PFSAError(f"{where}the automaton has no states")
         if s == 0:
             raise PFSAError(f"{where}the alphabet is empty")
-        for kind, names in (("state", self.states), ("symbol", self.alphabet)):
-            seen: set[str] = set()
-            for name in names:
-                if name in seen:
-                    raise PFSAError(f"{where}duplicate {kind} name {name!r}")
-                seen.add(name)
+        check_names(self.states, self.alphabet, where)
         if tuple(self.next_state.shape) != (q, s) or tuple(self.weights.shape) != (q, s):
             raise PFSAError(
                 f"{where}next_state and weights must have shape [{q}, {s}], got "
@@ -392,16 +426,19 @@ class PFSA:
         """
         name = os.fspath(path)
         try:
-            with open(name, encoding="utf-8") as handle:
-                data = json.load(handle)
+            data = json.loads(read_text(name, error=PFSAError))
         except FileNotFoundError:
             raise PFSAError(f"{name}: no such file") from None
         except IsADirectoryError:
             raise PFSAError(f"{name}: is a directory, not an automaton file") from None
         except json.JSONDecodeError as err:
             raise PFSAError(f"{name}: not valid JSON ({err.msg} at line {err.lineno})") from None
-        except (OSError, UnicodeDecodeError) as err:
-            raise PFSAError(f"{name}: cannot read ({err})") from None
+        except UnicodeDecodeError:
+            raise PFSAError(
+                f"{name}: not a text file (not UTF-8); expected automaton JSON"
+            ) from None
+        except OSError as err:
+            raise PFSAError(f"{name}: cannot read ({err.strerror or err})") from None
         return cls.from_dict(data, source=name)
 
     def __repr__(self) -> str:

@@ -12,7 +12,13 @@ from __future__ import annotations
 
 import sys
 
-from cfl_lightning.cli.common import ArgumentParser, command_args, run_command
+from cfl_lightning.cli.common import (
+    ArgumentParser,
+    command_args,
+    probability_type,
+    run_command,
+    seed_type,
+)
 
 __all__ = ["main", "build_parser"]
 
@@ -25,19 +31,25 @@ def build_parser() -> ArgumentParser:
     rnd = kinds.add_parser("random", help="random topology with Dirichlet weights")
     rnd.add_argument("--states", type=int, default=50)
     rnd.add_argument("--symbols", type=int, default=10)
-    rnd.add_argument("--topology-seed", type=int, default=0)
-    rnd.add_argument("--weight-seed", type=int, default=0)
+    rnd.add_argument("--topology-seed", type=seed_type, default=0)
+    rnd.add_argument("--weight-seed", type=seed_type, default=0)
     rnd.add_argument("--final-weight", type=float, default=0.3)
-    rnd.add_argument("--keep-prob", type=float, default=0.5)
-    rnd.add_argument("--accept-prob", type=float, default=0.3)
+    rnd.add_argument("--keep-prob", type=probability_type, default=0.5)
+    rnd.add_argument("--accept-prob", type=probability_type, default=0.3)
     rnd.add_argument("--concentration", type=float, default=1.0)
     rnd.add_argument("--output", required=True)
     par = kinds.add_parser("parity", help="the paper's parity + star-free automaton (Figure 1)")
     par.add_argument("--eta", type=float, default=0.5, help="P(a) at init (fixed weights)")
     par.add_argument(
-        "--weight-seed", type=int, default=None, help="resample Dirichlet weights with this seed"
+        "--weight-seed",
+        type=seed_type,
+        default=None,
+        help="resample Dirichlet weights with this seed",
     )
-    par.add_argument("--final-weight", type=float, default=0.1)
+    par.add_argument(
+        "--final-weight", type=float, default=None,
+        help="final weight of odd and rep with --weight-seed (default 0.1)",
+    )
     par.add_argument("--output", required=True)
     return parser
 
@@ -48,8 +60,18 @@ def main(argv: list[str] | None = None) -> int:
 
     def body() -> int:
         from cfl_lightning.automata import generators
+        from cfl_lightning.errors import CflError
+        from cfl_lightning.io import check_output
 
+        check_output(args.output, what="--output")
         if args.kind == "random":
+            from cfl_lightning.sampling.budget import automaton_bytes, check_bytes
+
+            if args.states >= 1 and args.symbols >= 1:
+                check_bytes(
+                    automaton_bytes(args.states, args.symbols),
+                    what=f"an automaton with {args.states:,} states and {args.symbols:,} symbols",
+                )
             pfsa = generators.random_pfsa(
                 args.states,
                 args.symbols,
@@ -61,8 +83,11 @@ def main(argv: list[str] | None = None) -> int:
                 concentration=args.concentration,
             )
         elif args.weight_seed is not None:
-            pfsa = generators.resampled_parity_starfree_pfsa(
-                args.weight_seed, final_weight=args.final_weight
+            final = 0.1 if args.final_weight is None else args.final_weight
+            pfsa = generators.resampled_parity_starfree_pfsa(args.weight_seed, final_weight=final)
+        elif args.final_weight is not None:
+            raise CflError(
+                "--final-weight applies only with --weight-seed (Figure 1 fixes it at 0.1)"
             )
         else:
             pfsa = generators.parity_starfree_pfsa(args.eta)

@@ -1,4 +1,4 @@
-"""Shared helpers of the light-weight commands: one-line errors, no tracebacks."""
+"""Shared helpers of the light-weight commands: one-line errors, no tracebacks, clean signals."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ from collections.abc import Callable
 
 from cfl_lightning.errors import CflError
 
-__all__ = ["run_command", "ArgumentParser", "command_args"]
+__all__ = ["run_command", "ArgumentParser", "command_args", "seed_type", "probability_type"]
+
+SEED_MAX = 2**64 - 1
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -19,6 +21,28 @@ class ArgumentParser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
+def seed_type(text: str) -> int:
+    """An argparse type: an integer seed in ``0 .. 2**64 - 1``."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer seed, got {text!r}") from None
+    if not 0 <= value <= SEED_MAX:
+        raise argparse.ArgumentTypeError(f"a seed must be in 0..2**64-1, got {text}")
+    return value
+
+
+def probability_type(text: str) -> float:
+    """An argparse type: a probability in ``[0, 1]``."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a probability, got {text!r}") from None
+    if not 0.0 <= value <= 1.0:  # also rejects nan
+        raise argparse.ArgumentTypeError(f"a probability must be in [0, 1], got {text}")
+    return value
+
+
 def command_args(argv: list[str] | None, command: str) -> list[str]:
     """The arguments after ``command`` (``argv`` as dispatched by ``__main__``, or ``sys.argv``)."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -26,16 +50,42 @@ def command_args(argv: list[str] | None, command: str) -> list[str]:
 
 
 def run_command(body: Callable[[], int | None], prog: str) -> int:
-    """Run ``body``; turn user-facing errors into ``prog: error: ...`` and exit status 2."""
+    """Run ``body``; turn user-facing errors into ``prog: error: ...`` and exit status 2.
+
+    Warnings are printed as ``prog: warning: ...`` (one line). SIGTERM and SIGHUP raise
+    :class:`~cfl_lightning.io.Interrupted` inside ``body`` (so
+    temporary files are removed) and end the command with status ``128 + signal``; Ctrl-C
+    ends it with 130.
+    """
+    import warnings
+
+    from cfl_lightning.io import Interrupted, signals_interrupt
+
+    def show(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001
+        sys.stderr.write(f"{prog}: warning: {_first_line(Warning(message))}\n")
+
     try:
-        return int(body() or 0)
+        with signals_interrupt(), warnings.catch_warnings():
+            warnings.showwarning = show  # one line per warning, no source line
+            return int(body() or 0)
     except CflError as err:
-        sys.stderr.write(f"{prog}: error: {err}\n")
+        sys.stderr.write(f"{prog}: error: {_first_line(err)}\n")
         return 2
     except OSError as err:
         where = f" ({err.filename})" if getattr(err, "filename", None) else ""
         sys.stderr.write(f"{prog}: error: {err.strerror or err}{where}\n")
         return 2
+    except MemoryError:
+        sys.stderr.write(f"{prog}: error: out of memory (try fewer strings or a smaller count)\n")
+        return 2
+    except Interrupted as err:
+        sys.stderr.write(f"{prog}: interrupted ({err})\n")
+        return 128 + err.signum
     except KeyboardInterrupt:
         sys.stderr.write(f"{prog}: interrupted\n")
         return 130
+
+
+def _first_line(err: BaseException) -> str:
+    lines = str(err).strip().splitlines()
+    return lines[0] if lines else type(err).__name__

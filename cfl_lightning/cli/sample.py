@@ -6,6 +6,8 @@ Example::
         --intervention exact --event state:odd --count 1200 --output corpus.jsonl
 
 Each output line is ``{"symbols": [...], "count": n}`` (``count`` only when ``--event`` is given).
+Before sampling, the output path is checked (not the automaton file, not a directory) and the
+memory needed is estimated; a request that does not fit is refused with the estimate.
 Imports only the pure core: no Lightning, no wandb.
 """
 
@@ -13,7 +15,7 @@ from __future__ import annotations
 
 import sys
 
-from cfl_lightning.cli.common import ArgumentParser, command_args, run_command
+from cfl_lightning.cli.common import ArgumentParser, command_args, run_command, seed_type
 
 __all__ = ["main", "build_parser"]
 
@@ -26,8 +28,12 @@ def build_parser() -> ArgumentParser:
     parser = ArgumentParser(prog=PROG, description="Sample a corpus from a PFSA (JSON Lines).")
     parser.add_argument("--automaton", required=True, help="automaton JSON file")
     parser.add_argument("--num-strings", type=int, required=True, help="number of strings K")
-    parser.add_argument("--seed", type=int, required=True, help="random seed")
-    parser.add_argument("--output", required=True, help="output .jsonl path (written atomically)")
+    parser.add_argument("--seed", type=seed_type, required=True, help="random seed (0..2**64-1)")
+    parser.add_argument(
+        "--output",
+        required=True,
+        help="output .jsonl path (written atomically; a pipe is streamed)",
+    )
     parser.add_argument("--intervention", choices=INTERVENTIONS, default="none")
     parser.add_argument(
         "--event", help="state:NAME, symbol:SYM or transition:SOURCE:SYM (counts are recorded)"
@@ -48,22 +54,39 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
 
     def body() -> int:
+        import warnings
+
         from cfl_lightning.automata.pfsa import PFSA
+        from cfl_lightning.io import check_output
+        from cfl_lightning.sampling.budget import LongStringWarning, check_sampling_memory
+        from cfl_lightning.sampling.request import check_device
         from cfl_lightning.sampling.sampler import sample_corpus
 
+        check_output(args.output, [args.automaton], what="--output")
+        device = check_device(args.device)
         pfsa = PFSA.from_json(args.automaton)
-        corpus = sample_corpus(
-            pfsa,
-            args.num_strings,
-            seed=args.seed,
-            intervention=args.intervention,
-            event=args.event,
-            count=args.count,
-            method=args.method,
-            device=args.device,
-            max_tries=args.max_tries,
-            progress=True,
+        known = args.intervention != "none" and args.count is not None and args.count >= 0
+        estimate = check_sampling_memory(  # warns on extreme lengths, refuses what won't fit
+            pfsa, max(args.num_strings, 1), intervention=args.intervention if known else "none",
+            event=args.event if known else None, count=args.count if known else None,
+            device=device, write=True, what="this corpus",
         )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", LongStringWarning)  # said once above
+            corpus = sample_corpus(
+                pfsa,
+                args.num_strings,
+                seed=args.seed,
+                intervention=args.intervention,
+                event=args.event,
+                count=args.count,
+                method=args.method,
+                device=args.device,
+                max_tries=args.max_tries,
+                progress=True,
+            )
+        if sys.stderr.isatty() and estimate.expected_tokens > 1e6:
+            sys.stderr.write(f"writing {len(corpus):,} strings to {args.output} ...\n")
         corpus.write_jsonl(args.output, pfsa.alphabet)
         extra = f", {corpus.total_count} occurrences of {args.event}" if args.event else ""
         sys.stderr.write(f"wrote {len(corpus)} strings{extra} to {args.output}\n")

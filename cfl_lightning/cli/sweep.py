@@ -7,7 +7,9 @@ Example::
     python -m cfl_lightning sweep sweeps/parity_starfree_correlational.yaml \\
         --output runs/sweeps/parity_corr --limit 20 --dry-run
 
-The grid is expanded by W&B's own engine (``sweeps.next_runs``) and each point's command is
+The grid is expanded lazily in the order of W&B's own engine (``sweeps.next_runs``), and
+refused above ``--max-points`` (default 100,000) with one line naming the largest parameter;
+``--limit`` and ``--dry-run`` never build the whole grid. Each point's command is
 built from the sweep's ``command:`` like ``wandb agent`` does (``${interpreter}`` is this
 Python), plus ``--trainer.default_root_dir=DIR/<run_name>``. Every point runs in
 ``DIR/<run_name>`` (``params.json``, ``run.log``, the run's outputs) with one CPU thread and
@@ -55,6 +57,10 @@ def build_parser() -> ArgumentParser:
     )
     parser.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
     parser.add_argument("--threads", type=_positive, default=1, help="CPU threads per run")
+    parser.add_argument(
+        "--max-points", type=_positive, default=None, metavar="N",
+        help="refuse grids with more points (default 100000)",
+    )
     return parser
 
 
@@ -63,9 +69,15 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
 
     def body() -> int:
-        from cfl_lightning.analysis.sweeps import load_sweep, run_sweep
+        from pathlib import Path
+
+        from cfl_lightning.analysis.sweeps import SweepError, load_sweep
+        from cfl_lightning.runner import run_sweep
 
         config = load_sweep(args.sweep)
+        output = Path(args.output)
+        if output.exists() and not output.is_dir():
+            raise SweepError(f"--output {output} exists and is not a directory")
         summary = run_sweep(
             config,
             args.output,
@@ -74,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
             dry_run=args.dry_run,
             threads=args.threads,
             source=args.sweep,
+            max_points=args.max_points,
         )
         if args.dry_run:
             return 0

@@ -18,7 +18,8 @@ Distributed training: every rank samples (or reads) the identical corpus (sampli
 on the arguments, never on the rank) and builds the identical list of batches; each rank then
 iterates its share of that list (``rank, rank + world_size, ...``; see
 :class:`~cfl_lightning.data.batching.BatchOrderSampler`). No ``DistributedSampler`` over strings
-is involved.
+is involved. Training shares are padded to equal length; evaluation shares are not (no string is
+evaluated twice, so DDP epoch sums equal the single-process ones).
 
 Reproducibility: the same arguments give the identical corpus and batches. ``device="auto"``
 samples on CUDA when available, and CUDA and CPU draws differ: the device type is part of the
@@ -51,16 +52,15 @@ from cfl_lightning.data.batching import (
     tensorize,
 )
 from cfl_lightning.data.cache import automaton_json, cached_corpus, corpus_key, resolve_cache_dir
-from cfl_lightning.errors import CflError, InterventionError, PFSAError
+from cfl_lightning.errors import CflError, PFSAError
 from cfl_lightning.sampling import Corpus
-from cfl_lightning.sampling.feasibility import max_occurrences
+from cfl_lightning.sampling.intervention import Intervention
 
 __all__ = ["PFADataModule", "SPLITS", "SAMPLING_METHOD"]
 
 SPLITS = ("train", "val", "test")
 SAMPLING_METHOD = "binning"
 GENERATORS = ("parity", "parity_resampled", "random")
-INTERVENTIONS = ("none", "exact", "at_least", "at_least_once")
 _STAGE_SPLITS = {
     "fit": ("train", "val"),
     "validate": ("val",),
@@ -153,9 +153,14 @@ class PFADataModule(L.LightningDataModule):
         self.pfsa: PFSA = self._build_automaton()
         # The recorded hparam is the real alphabet size (the constructor value only sizes random
         # automata); Lightning merges data and model hparams and rejects a mismatch with the
-        # model's linked num_symbols.
-        self.hparams["num_symbols"] = self.pfsa.num_symbols
-        self.event, self.event_function = self._check_intervention()
+        # model's num_symbols. Saved again (not edited in place) so that ``hparams_initial``,
+        # which the Trainer logs and merges, holds it too.
+        self.save_hyperparameters({**self.hparams, "num_symbols": self.pfsa.num_symbols})
+        #: the training corpus's intervention (kind, event, count), validated on the automaton
+        self.intervention: Intervention = self._check_intervention()
+        #: the counted event (None without one)
+        self.event: Optional[Event] = self.intervention.event
+        self.event_function = None if self.event is None else self.event.function(self.pfsa)
         try:
             self._device = torch.device(device) if device != "auto" else None
         except (RuntimeError, TypeError):
@@ -184,44 +189,11 @@ class PFADataModule(L.LightningDataModule):
             return random_pfsa(hp.num_states, hp.num_symbols, hp.topology_seed, hp.weight_seed)
         raise PFSAError(f"unknown generator {hp.generator!r}; expected one of {GENERATORS}")
 
-    def _check_intervention(self) -> tuple[Optional[Event], Optional[torch.Tensor]]:
+    def _check_intervention(self) -> Intervention:
         hp = self.hparams
-        if hp.intervention not in INTERVENTIONS:
-            raise InterventionError(
-                f"unknown intervention {hp.intervention!r}; expected one of {INTERVENTIONS}"
-            )
-        event = None if hp.event is None else Event.parse(hp.event)
-        function = None if event is None else event.function(self.pfsa)  # checks the names
-        count = hp.count
-        if count is not None and (isinstance(count, bool) or not isinstance(count, int)):
-            raise InterventionError(f"count must be an integer, got {count!r}")
-        if count is not None and count < 0:
-            raise InterventionError(f"count must be non-negative, got {count}")
-        if hp.intervention == "none":
-            if count is not None:
-                raise InterventionError(
-                    f"count={count} needs an intervention (exact, at_least or at_least_once); "
-                    "with intervention 'none' the corpus is unconstrained"
-                )
-            return event, function
-        if event is None or count is None:
-            raise InterventionError(f"intervention {hp.intervention!r} needs both event and count")
-        if hp.intervention == "at_least_once" and count > hp.num_strings:
-            raise InterventionError(
-                f"at_least_once: count={count} strings exceeds num_strings={hp.num_strings}"
-            )
-        bound = max_occurrences(self.pfsa, function)  # None: unbounded
-        if bound == 0 and count > 0:
-            raise InterventionError(
-                f"event {event} cannot occur in this automaton but count is {count}"
-            )
-        total = hp.intervention != "at_least_once"
-        if bound is not None and total and count > bound * hp.num_strings:
-            raise InterventionError(
-                f"count {count} is impossible: a string contains {event} at most {bound} times, "
-                f"so {hp.num_strings} strings hold at most {bound * hp.num_strings}"
-            )
-        return event, function
+        intervention = Intervention.create(hp.intervention, hp.event, hp.count)
+        intervention.validate(self.pfsa, hp.num_strings)
+        return intervention
 
     # ------------------------------------------------------------------ sampling
     @property
@@ -287,18 +259,10 @@ class PFADataModule(L.LightningDataModule):
 
     def _check_realized(self, tokenized: TokenizedCorpus) -> None:
         """Guard the causal setup: the corpus must satisfy the intervention it was sampled under."""
-        hp, counts = self.hparams, tokenized.counts
-        if hp.intervention == "none" or counts is None:
-            return
-        realized = {
-            "exact": int(counts.sum()),
-            "at_least": int(counts.sum()),
-            "at_least_once": int((counts > 0).sum()),
-        }[hp.intervention]
-        if realized < hp.count or (hp.intervention != "at_least" and realized != hp.count):
+        if tokenized.counts is not None and not self.intervention.satisfied(tokenized.counts):
             raise RuntimeError(
-                f"the sampler returned a corpus violating intervention {hp.intervention} "
-                f"(event {self.event}, count {hp.count}): realized {realized}"
+                f"the sampler returned a corpus violating intervention {self.intervention}: "
+                f"realized {self.intervention.realized(tokenized.counts)}"
             )
 
     def corpus(self, split: str = "train") -> Corpus:
@@ -331,10 +295,20 @@ class PFADataModule(L.LightningDataModule):
             self._load(split)
 
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
+        """Batches of ``split`` for this rank.
+
+        Training (``shuffle``): every rank gets the same number of batches, the list padded
+        with its first batches as ``DistributedSampler`` does (each rank must take the same
+        number of optimizer steps). Evaluation: rank ``r`` of ``R`` gets batches ``r, r + R,
+        ...`` and nothing is repeated (shares may differ by one batch), so epoch sums over the
+        ranks count every validation/test string exactly once.
+        """
         _, tokenized, batches = self._load(split)
         probs = self.pfsa.next_symbol_probs().to(torch.float32)
         trainer = self.trainer
         world, rank = (trainer.world_size, trainer.global_rank) if trainer is not None else (1, 0)
+        if not shuffle and world > 1:
+            batches, world, rank = batches[rank::world], 1, 0  # this rank's share, unpadded
         order = BatchOrderSampler(
             len(batches),
             shuffle=shuffle,

@@ -1,6 +1,7 @@
 """Decomposed KL divergence between an automaton and a language model (torchmetrics layer)."""
 
 from cfl_lightning.metrics.decomposed_kl import DecomposedKL
+from cfl_lightning.metrics.epoch_loss import EPOCH_LOSS_NAMES, EpochLoss
 from cfl_lightning.metrics.functional import (
     _decomposed_kl_compute,
     _decomposed_kl_update,
@@ -17,6 +18,8 @@ from cfl_lightning.metrics.pfsa_kl import pfsa_kl, pfsa_kl_decomposed
 
 __all__ = [
     "DecomposedKL",
+    "EpochLoss",
+    "EPOCH_LOSS_NAMES",
     "decomposed_kl",
     "_decomposed_kl_update",
     "_decomposed_kl_compute",

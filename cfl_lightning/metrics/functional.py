@@ -56,7 +56,8 @@ def _decomposed_kl_update(
         target_probs: ``[Q, |S|+1]`` automaton next-symbol distribution ``p_A(. | q)``.
         weights: optional ``[B]`` per-string weights (default 1; e.g. exact string probabilities
             when feeding an exhaustive enumeration).
-        validate_args: check state indices and NaN log-probabilities at real positions.
+        validate_args: check state indices, NaN log-probabilities, and that every row at a real
+            position is normalized (``|logsumexp| <= max(1e-3, 8 eps)``, as from ``log_softmax``).
 
     Returns:
         ``counts`` ``[Q]`` (weighted number of positions at each state), ``kl_sums`` ``[Q]``
@@ -65,7 +66,8 @@ def _decomposed_kl_update(
         ``p_A(s|q) = 0``), all float64.
 
     Raises:
-        ValueError: on mismatched shapes, state indices out of range or NaN log-probabilities.
+        ValueError: on mismatched shapes, state indices out of range, NaN log-probabilities, or
+            rows that are not log-probabilities (the message mentions ``log_softmax``).
     """
     num_states, width = target_probs.shape
     if log_probs.ndim != 3 or log_probs.shape[-1] != width:
@@ -90,6 +92,16 @@ def _decomposed_kl_update(
             raise ValueError(f"states must lie in [0, {num_states}) at real positions")
         if torch.isnan(log_probs[mask]).any():
             raise ValueError("log_probs contains NaN at real positions")
+        rows = log_probs[mask]
+        if rows.numel():
+            norm = torch.logsumexp(rows.to(torch.float64), dim=-1).abs()
+            eps = torch.finfo(log_probs.dtype).eps if log_probs.is_floating_point() else 0.0
+            worst = float(norm.max())
+            if not worst <= max(1e-3, 8 * eps):  # also catches inf and all--inf rows
+                raise ValueError(
+                    "log_probs must be log-probabilities, e.g. from log_softmax over the last "
+                    f"dimension: a row at a real position has |logsumexp| = {worst:.4g}, not 0"
+                )
     target_probs = target_probs.to(device=log_probs.device, dtype=torch.float64)
     w = weights.to(device=log_probs.device, dtype=torch.float64)[:, None].expand(mask.shape)
     valid = mask & (w > 0)

@@ -1,9 +1,11 @@
-"""The shared LightningModule of the language models: KL-to-automaton loss, optimizer, metrics.
+"""The shared LightningModule of the shipped language models: loss, training metrics, optimizer.
 
 Subclasses (:class:`~cfl_lightning.models.LSTMLanguageModel`,
 :class:`~cfl_lightning.models.TransformerLanguageModel`) build the network and implement
-:meth:`LanguageModel.forward`; everything else (loss, logging, optimizer and scheduler, the
-decomposed KL on the validation and test strings) lives here.
+:meth:`LanguageModel.forward`; the training loss (:func:`~cfl_lightning.kl_to_automaton_loss`),
+training metrics, optimizer and scheduler live here. Evaluation (validation/test losses, the
+decomposed KL) is not the model's: it is :class:`~cfl_lightning.callbacks.DecomposedKLCallback`,
+the same callback any user model gets.
 
 Token ids follow ``docs/internal_contract.md``: symbols ``0..S-1``, EOS ``S``, BOS ``S+1``,
 PAD ``S+2``; embeddings cover ``S+3`` ids, outputs are log-probabilities over ``S+1`` classes
@@ -20,13 +22,13 @@ import lightning.pytorch as pl
 import torch
 from torch import Tensor, nn
 
-from cfl_lightning.models.losses import cross_entropy_per_position, kl_per_position, per_string
+from cfl_lightning.callbacks.decomposed_kl import MONITOR, DecomposedKLCallback
+from cfl_lightning.losses import kl_to_automaton_loss
+from cfl_lightning.metrics.epoch_loss import EpochLoss
 from cfl_lightning.models.sizing import count_parameters
 
 __all__ = ["LanguageModel", "MONITOR", "INIT_RANGE"]
 
-#: The validation metric that the LR scheduler, early stopping and checkpointing monitor.
-MONITOR = "val/kl_per_string"
 #: Parameters are initialized uniformly in ``[-INIT_RANGE, INIT_RANGE]`` (layer norms: 1 and 0).
 INIT_RANGE = 0.1
 
@@ -43,7 +45,9 @@ class LanguageModel(pl.LightningModule):
     sampled ``target_ids`` instead (same per-string normalization), for comparison.
 
     Logged metrics, once per epoch (``STAGE`` is ``train``, ``val`` or ``test``; exact epoch
-    aggregates, accumulated as sums over the epoch's batches):
+    aggregates, accumulated as sums over the epoch's batches; ``val``/``test`` and the decomposed
+    KL come from :class:`~cfl_lightning.callbacks.DecomposedKLCallback`, which the model adds
+    through ``configure_callbacks`` when the trainer has none):
 
     * ``STAGE/kl_per_string``: the per-position KL summed over all positions of all strings,
       divided by the number of strings.
@@ -103,13 +107,8 @@ class LanguageModel(pl.LightningModule):
         self.lr, self.lr_factor, self.lr_patience = float(lr), float(lr_factor), int(lr_patience)
         self.num_parameters = 0
         self.size_summary = {"num_parameters": 0}
-        # Decomposed-KL metrics and the automaton, built in setup(); kept in a plain dict so they
-        # are neither submodules nor part of the state dict / checkpoint.
-        self._eval: dict[str, Any] = {}
-        # per-stage running sums of the loss statistics, logged at epoch end
-        self._sums: dict[str, dict[str, Tensor]] = {}
-        #: The decomposed KL on the test strings (CPU tensors), filled at the end of testing.
-        self.test_kl_result: dict[str, Tensor] | None = None
+        #: epoch sums of the training loss (torchmetrics states, not in the state dict)
+        self.train_loss = EpochLoss()
 
     # ------------------------------------------------------------------ construction helpers
     def _finish_init(self, **sizes: int) -> None:
@@ -147,146 +146,56 @@ class LanguageModel(pl.LightningModule):
         """``[B, T]`` token ids -> ``[B, T, S+1]`` next-symbol log-probabilities."""
         raise NotImplementedError
 
-    # ------------------------------------------------------------------ losses
-    def _losses(self, batch: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor], Tensor]:
-        """Loss and per-batch sums (``kl``, ``ce``, ``strings``, ``tokens``) of one batch."""
-        log_probs = self(batch["input_ids"])
-        mask = batch["mask"].bool()
-        kl_sums, _ = per_string(kl_per_position(batch["target_probs"], log_probs, mask), mask)
-        ce = cross_entropy_per_position(log_probs, batch["target_ids"], mask)
-        ce_sums, _ = per_string(ce, mask)
-        loss = (kl_sums if self.loss_name == "kl" else ce_sums).mean()
-        sums = {
-            "kl": kl_sums.detach().sum(),
-            "ce": ce_sums.detach().sum(),
-            "strings": torch.tensor(float(mask.shape[0]), device=mask.device),
-            "tokens": mask.sum().to(kl_sums.dtype),
-        }
-        return loss, sums, log_probs
-
-    def _accumulate(self, stage: str, sums: dict[str, Tensor]) -> None:
-        # Per-step self.log calls cost more than an LSTM step here; sums are logged per epoch.
-        acc = self._sums.setdefault(stage, {})
-        for key, value in sums.items():
-            acc[key] = acc[key] + value if key in acc else value
-
-    def _log_epoch(self, stage: str) -> None:
-        """Log ``STAGE/{kl,ce}_per_string`` and ``STAGE/kl_per_token`` over the whole epoch."""
-        acc = self._sums.pop(stage, None)
-        if not acc:
-            return
-        trainer = self._trainer
-        if trainer is not None and trainer.world_size > 1:
-            acc = {k: trainer.strategy.reduce(v, reduce_op="sum") for k, v in acc.items()}
-        strings, tokens = acc["strings"].clamp_min(1), acc["tokens"].clamp_min(1)
-        values = {
-            "kl_per_string": acc["kl"] / strings,
-            "kl_per_token": acc["kl"] / tokens,
-            "ce_per_string": acc["ce"] / strings,
-        }
-        if stage == "train":
-            values["loss"] = values["kl_per_string" if self.loss_name == "kl" else "ce_per_string"]
-        for name, value in values.items():
-            self.log(f"{stage}/{name}", value, prog_bar=stage == "val" and name == "kl_per_string")
+    # ------------------------------------------------------------------ training
+    def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
+        """The loss of one batch: :func:`~cfl_lightning.kl_to_automaton_loss` (``loss="kl"``) or
+        the next-symbol cross-entropy per string (``loss="ce"``); epoch sums accumulate."""
+        scores = self(batch["input_ids"])
+        kl, ce = self.train_loss.update(torch.log_softmax(scores, dim=-1), batch)
+        if self.loss_name == "kl":
+            return kl_to_automaton_loss(scores, batch)
+        return ce.mean()
 
     def on_train_epoch_start(self) -> None:
-        self._sums.pop("train", None)
+        self.train_loss.reset()
 
     def on_train_epoch_end(self) -> None:
-        self._log_epoch("train")
-
-    def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
-        loss, sums, _ = self._losses(batch)
-        self._accumulate("train", sums)
-        return loss
+        """Log ``train/{kl,ce}_per_string``, ``train/kl_per_token`` and ``train/loss`` over the
+        whole epoch (sums reduced across processes first)."""
+        values = self.train_loss.compute()
+        if self.train_loss.num_strings() == 0:
+            return
+        values["loss"] = values["kl_per_string" if self.loss_name == "kl" else "ce_per_string"]
+        sync = self._trainer is not None and self._trainer.world_size > 1
+        for name, value in values.items():
+            self.log(f"train/{name}", float(value), sync_dist=sync)
 
     def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
-        self._eval_step("val", batch)
+        """Nothing: :class:`~cfl_lightning.callbacks.DecomposedKLCallback` evaluates."""
 
     def test_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
-        self._eval_step("test", batch)
+        """Nothing: :class:`~cfl_lightning.callbacks.DecomposedKLCallback` evaluates."""
 
-    def _eval_step(self, stage: str, batch: dict[str, Tensor]) -> None:
-        _, sums, log_probs = self._losses(batch)
-        self._accumulate(stage, sums)
-        metric = self._eval.get(stage)
-        if metric is not None:
-            metric.update(log_probs.detach(), batch["states"], batch["mask"].bool())
-
-    # ------------------------------------------------------------------ decomposed KL
-    def setup(self, stage: str) -> None:
-        """Build the decomposed-KL metrics from ``trainer.datamodule.pfsa`` when there is one.
-
-        Without a datamodule (plain dataloaders) or without an automaton on it, the decomposed
-        KL is skipped and only the loss-based metrics are logged.
-        """
+    def configure_callbacks(self) -> list[pl.Callback]:
+        """A :class:`DecomposedKLCallback` unless the trainer already has one (the CLI adds it),
+        so that a plain ``Trainer`` logs :data:`MONITOR` for the LR schedule."""
         trainer = self._trainer
-        datamodule = getattr(trainer, "datamodule", None) if trainer is not None else None
-        pfsa = getattr(datamodule, "pfsa", None)
-        if pfsa is None:
-            self._eval = {}
-            return
-        from cfl_lightning.metrics import DecomposedKL
+        if trainer is not None and any(
+            isinstance(c, DecomposedKLCallback) for c in trainer.callbacks
+        ):
+            return []
+        return [DecomposedKLCallback()]
 
-        if self._eval.get("pfsa") is not pfsa:
-            self._eval = {
-                "pfsa": pfsa,
-                "event": getattr(datamodule, "event", None),
-                "val": DecomposedKL(pfsa),
-                "test": DecomposedKL(pfsa),
-            }
-
-    def _move_metric(self, stage: str) -> None:
-        self._sums.pop(stage, None)
-        metric = self._eval.get(stage)
-        if metric is not None:
-            metric.to(self.device)
-            metric.reset()
-
-    def on_validation_epoch_start(self) -> None:
-        self._move_metric("val")
-
-    def on_test_epoch_start(self) -> None:
-        self._move_metric("test")
-
-    def _target(self, result: dict[str, Tensor]) -> tuple[float, float] | None:
-        event = self._eval.get("event")
-        if event is None:
+    @property
+    def test_kl_result(self) -> dict[str, Tensor] | None:
+        """The decomposed KL of the last test run (the trainer's ``DecomposedKLCallback``)."""
+        trainer = self._trainer
+        if trainer is None:
             return None
-        from cfl_lightning.metrics import target_values
-
-        return target_values(result, event, self._eval["pfsa"])
-
-    def on_validation_epoch_end(self) -> None:
-        self._log_epoch("val")
-        metric = self._eval.get("val")
-        if metric is None or not _has_updates(metric):
-            return
-        result = metric.compute()
-        self.log("val/kl_total", float(result["total"]))
-        target = self._target(result)
-        if target is not None:
-            self.log("val/kl_target", target[0])
-        metric.reset()
-
-    def on_test_epoch_end(self) -> None:
-        self._log_epoch("test")
-        metric = self._eval.get("test")
-        if metric is None or not _has_updates(metric):
-            return
-        from cfl_lightning.metrics import kl_log_dict
-
-        result = metric.compute()
-        self.test_kl_result = {k: v.detach().cpu() for k, v in result.items()}
-        self.log("kl_total", float(result["total"]))
-        for name, value in kl_log_dict(result, self._eval["pfsa"]).items():
-            if name != "kl/total":  # logged as kl_total above
-                self.log(name, float(value))
-        target = self._target(result)
-        if target is not None:
-            self.log("kl_target", target[0])
-            self.log("kl_target_unweighted", target[1])
-        metric.reset()
+        callback = next(
+            (c for c in trainer.callbacks if isinstance(c, DecomposedKLCallback)), None
+        )
+        return None if callback is None else callback.test_result
 
     # ------------------------------------------------------------------ optimization
     def configure_optimizers(self) -> dict[str, Any]:
@@ -306,11 +215,6 @@ class LanguageModel(pl.LightningModule):
                 "strict": False,
             },
         }
-
-
-def _has_updates(metric: Any) -> bool:
-    """Whether a torchmetrics metric saw at least one batch (compute() warns otherwise)."""
-    return bool(getattr(metric, "update_count", getattr(metric, "_update_count", 1)))
 
 
 def sinusoidal_positions(length: int, dim: int, *, device: torch.device | None = None) -> Tensor:

@@ -1,6 +1,17 @@
 """Pure sampling core: unconstrained, exact-intervention and rejection samplers."""
 
+from cfl_lightning.sampling.budget import MemoryEstimate, check_sampling_memory, estimate_sampling
 from cfl_lightning.sampling.corpus import Corpus
+from cfl_lightning.sampling.intervention import Intervention
 from cfl_lightning.sampling.sampler import INTERVENTIONS, METHODS, sample_corpus
 
-__all__ = ["Corpus", "sample_corpus", "INTERVENTIONS", "METHODS"]
+__all__ = [
+    "Corpus",
+    "Intervention",
+    "sample_corpus",
+    "INTERVENTIONS",
+    "METHODS",
+    "MemoryEstimate",
+    "estimate_sampling",
+    "check_sampling_memory",
+]

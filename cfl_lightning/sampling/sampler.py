@@ -25,13 +25,13 @@ from cfl_lightning.errors import InterventionError, RejectionExhaustedError
 from cfl_lightning.progress import Progress
 from cfl_lightning.sampling.corpus import Corpus
 from cfl_lightning.sampling.counts import CountLaw, split_at_least, split_exact
-from cfl_lightning.sampling.feasibility import max_occurrences
+from cfl_lightning.sampling.intervention import INTERVENTIONS, Intervention
 from cfl_lightning.sampling.paths import sample_paths
+from cfl_lightning.sampling.request import check_request
 from cfl_lightning.semiring.backward import ScaledBins, backward_fast
 
 __all__ = ["sample_corpus", "resolve_device", "INTERVENTIONS", "METHODS"]
 
-INTERVENTIONS = ("none", "exact", "at_least", "at_least_once")
 METHODS = ("binning", "rejection")
 _REJECTION_TOKENS = 2_000_000  # strings drawn per rejection batch ~ this many tokens
 
@@ -44,45 +44,6 @@ def resolve_device(device: str | torch.device) -> torch.device:
     if device.type == "cuda" and not torch.cuda.is_available():
         raise InterventionError("device 'cuda' requested but CUDA is not available")
     return device
-
-
-def _check(
-    pfsa: PFSA, num_strings: int, intervention: str, event: Event | None, count: int | None
-) -> None:
-    if isinstance(num_strings, bool) or not isinstance(num_strings, int) or num_strings < 1:
-        raise InterventionError(f"num_strings must be a positive integer, got {num_strings!r}")
-    if intervention not in INTERVENTIONS:
-        raise InterventionError(
-            f"unknown intervention {intervention!r}; expected one of {', '.join(INTERVENTIONS)}"
-        )
-    if intervention == "none":
-        if count is not None:
-            raise InterventionError("a count was given but intervention is 'none'")
-        return
-    if event is None:
-        raise InterventionError(f"intervention {intervention!r} needs an event")
-    if count is None:
-        raise InterventionError(f"intervention {intervention!r} needs a count")
-    if isinstance(count, bool) or not isinstance(count, int):
-        raise InterventionError(f"count must be an integer, got {count!r}")
-    if count < 0:
-        raise InterventionError(f"count must be non-negative, got {count}")
-    if intervention == "at_least_once" and count > num_strings:
-        raise InterventionError(
-            f"at_least_once count {count} exceeds the number of strings {num_strings}"
-        )
-
-
-def _feasible(pfsa: PFSA, event: Event, event_fn: torch.Tensor, k: int, kind: str, n: int) -> None:
-    """Clear errors for targets no corpus can meet (before any heavy work)."""
-    bound = max_occurrences(pfsa, event_fn)
-    if bound == 0 and n > 0:
-        raise InterventionError(f"event {event} cannot occur in this automaton but count is {n}")
-    if bound is not None and kind in ("exact", "at_least") and n > k * bound:
-        raise InterventionError(
-            f"count {n} is impossible: a string contains {event} at most {bound} times, "
-            f"so {k} strings hold at most {k * bound}"
-        )
 
 
 def sample_corpus(
@@ -119,28 +80,29 @@ def sample_corpus(
         EventError: malformed event or unknown name.
         InterventionError: bad arguments or an impossible target.
         RejectionExhaustedError: rejection found no corpus within ``max_tries``.
+        SizeError: the request would not fit in memory (see :mod:`~cfl_lightning.sampling.budget`).
     """
-    if isinstance(event, str):
-        event = Event.parse(event)
-    _check(pfsa, num_strings, intervention, event, count)
+    num_strings, seed, count = check_request(
+        pfsa, num_strings, seed=seed, intervention=intervention, event=event, count=count,
+        device=device, max_tries=max_tries,
+    )
+    spec = Intervention.create(intervention, event, count)
     if method not in METHODS:
         raise InterventionError(f"unknown method {method!r}; expected one of {', '.join(METHODS)}")
     dev = resolve_device(device)
     automaton = pfsa.to(dev)
-    event_fn = None if event is None else event.function(automaton)
+    event_fn = spec.validate(automaton, num_strings)  # names, sizes and feasibility
+    count = spec.count
     bar = Progress(num_strings, "sampling", enabled=None if progress else False)
     paths_gen = torch.Generator(device=dev).manual_seed(seed)
     if intervention == "none":
         corpus = sample_paths(automaton, num_strings, paths_gen, event_fn=event_fn, progress=bar)
     else:
-        assert event is not None and event_fn is not None and count is not None
-        _feasible(automaton, event, event_fn, num_strings, intervention, count)
+        assert event_fn is not None and count is not None
         if method == "rejection":
-            corpus = _rejection(
-                automaton, num_strings, intervention, event_fn, count, paths_gen, max_tries
-            )
+            corpus = _rejection(automaton, num_strings, spec, event_fn, paths_gen, max_tries)
         else:
-            counts_gen = torch.Generator().manual_seed(seed + 0x9E3779B9)
+            counts_gen = torch.Generator().manual_seed((seed + 0x9E3779B9) % 2**64)
             if intervention == "at_least_once":
                 corpus = _at_least_once(
                     automaton, event_fn, num_strings, count, counts_gen, paths_gen, bar
@@ -223,9 +185,8 @@ def _plan(
 def _rejection(
     pfsa: PFSA,
     k: int,
-    intervention: str,
+    spec: Intervention,
     event_fn: torch.Tensor,
-    n: int,
     gen: torch.Generator,
     max_tries: int | None,
 ) -> Corpus:
@@ -241,12 +202,7 @@ def _rejection(
         corpus = sample_paths(pfsa, b * k, gen, event_fn=event_fn)
         assert corpus.counts is not None
         per_corpus = corpus.counts.view(b, k)
-        if intervention == "exact":
-            ok = per_corpus.sum(1) == n
-        elif intervention == "at_least":
-            ok = per_corpus.sum(1) >= n
-        else:
-            ok = (per_corpus > 0).sum(1) == n
+        ok = spec.satisfied_batched(per_corpus)
         hits = torch.nonzero(ok).flatten()
         if hits.numel():
             i = int(hits[0])
@@ -258,6 +214,6 @@ def _rejection(
             )
         drawn += b
     raise RejectionExhaustedError(
-        f"rejection sampling found no corpus meeting the {intervention} target {n} "
+        f"rejection sampling found no corpus meeting the {spec.kind} target {spec.count} "
         f"in {tries} tries; use --method binning"
     )

@@ -1,0 +1,11 @@
+"""Lightning callbacks that evaluate any next-symbol model against its automaton.
+
+* :class:`DecomposedKLCallback`: validation/test losses and the decomposed KL, for any
+  ``LightningModule`` that follows the prediction protocol (see its module docstring);
+* :class:`ResultsWriter`: ``results.json`` at the end of every test run.
+"""
+
+from cfl_lightning.callbacks.decomposed_kl import MONITOR, DecomposedKLCallback, predict_log_probs
+from cfl_lightning.callbacks.results_writer import ResultsWriter, run_log_dir
+
+__all__ = ["DecomposedKLCallback", "ResultsWriter", "MONITOR", "predict_log_probs", "run_log_dir"]

@@ -1,0 +1,188 @@
+"""``DecomposedKLCallback``: the decomposed KL and the evaluation losses for any LightningModule.
+
+Prediction protocol: for every validation/test batch the callback calls
+``pl_module.next_symbol_logits(batch)`` if the module defines it, else
+``pl_module(batch["input_ids"])``, in eval mode and under ``no_grad``. The result is a
+``[B, T, |S|+1]`` tensor of logits or log-probabilities, EOS last; it is normalized with
+``log_softmax``. Lightning runs the validation/test loops only for a module that defines
+``validation_step`` / ``test_step``: they may do nothing.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+from torch import Tensor
+
+from cfl_lightning.automata import PFSA, Event
+from cfl_lightning.data import PFADataModule
+from cfl_lightning.losses import as_log_probs
+from cfl_lightning.metrics import DecomposedKL, EpochLoss, kl_log_dict, target_values
+
+__all__ = ["DecomposedKLCallback", "MONITOR", "predict_log_probs"]
+
+#: The validation metric that LR schedules, early stopping and checkpointing monitor.
+MONITOR = "val/kl_per_string"
+_STAGES = ("val", "test")
+
+
+def predict_log_probs(pl_module: pl.LightningModule, batch: dict[str, Tensor]) -> Tensor:
+    """The module's next-symbol log-probabilities ``[B, T, |S|+1]`` on ``batch`` (protocol above).
+
+    Runs in eval mode and under ``no_grad`` (the module's mode is restored afterwards).
+
+    Raises:
+        CflError: the prediction does not have the batch's ``[B, T, |S|+1]`` shape.
+    """
+    method = getattr(pl_module, "next_symbol_logits", None)
+    was_training = pl_module.training
+    pl_module.eval()
+    try:
+        with torch.no_grad():
+            scores = method(batch) if callable(method) else pl_module(batch["input_ids"])
+    finally:
+        pl_module.train(was_training)
+    name = type(pl_module).__name__
+    source = f"{name}.next_symbol_logits(batch)" if callable(method) else f"{name}(input_ids)"
+    return as_log_probs(scores, batch, source=source)
+
+
+class DecomposedKLCallback(pl.Callback):
+    """Evaluates any next-symbol model against the automaton its evaluation strings come from.
+
+    During validation it logs ``val/kl_per_string`` (:data:`MONITOR`), ``val/kl_per_token``,
+    ``val/ce_per_string``, ``val/kl_total`` and ``val/kl_target`` (with an event), so that early
+    stopping, checkpointing and LR schedules work for a model that logs nothing. At the end of a
+    test run it logs ``test/kl_per_string``, ``test/kl_per_token``, ``test/ce_per_string``,
+    ``kl_total``, ``kl_target``, ``kl_target_unweighted``, ``kl/state/NAME``, ``kl/symbol/SYM``,
+    ``kl/transition/SRC:SYM`` and ``kl_unweighted/...``: ``trainer.test`` returns them, and
+    :attr:`test_result` keeps the full-precision decomposition (for ``results.json``).
+
+    Every value is global: the sums are torchmetrics states reduced across processes, so under
+    DDP each process logs the single-process value on the same strings (the data module gives
+    every evaluation string to exactly one process).
+
+    Args:
+        event: the intervened event (``"state:NAME"``, ``"symbol:SYM"``,
+            ``"transition:SRC:SYM"``); default: the data module's event.
+        pfsa: the automaton the evaluation strings are drawn from; default
+            ``trainer.datamodule.pfsa`` (a :class:`~cfl_lightning.PFADataModule`). Without
+            either, only the per-string losses are logged.
+
+    Example:
+        >>> trainer = L.Trainer(callbacks=[DecomposedKLCallback()])  # doctest: +SKIP
+        >>> trainer.test(model, datamodule=PFADataModule(...))       # doctest: +SKIP
+        [{'kl_total': 0.41, 'kl_target': 0.02, 'kl/state/odd': 0.02, ...}]
+    """
+
+    def __init__(self, event: str | Event | None = None, pfsa: PFSA | None = None) -> None:
+        super().__init__()
+        self._event_arg = Event.parse(event) if isinstance(event, str) else event
+        self._pfsa_arg = pfsa
+        self.pfsa: PFSA | None = pfsa
+        self.event: Event | None = self._event_arg
+        self.losses = {stage: EpochLoss() for stage in _STAGES}
+        self.metrics: dict[str, DecomposedKL] = {}
+        #: the decomposition of the last test run (float64 CPU tensors; see ``DecomposedKL``)
+        self.test_result: dict[str, Tensor] | None = None
+        #: the flat values logged at the end of the last test run
+        self.test_metrics: dict[str, float] = {}
+
+    # ------------------------------------------------------------------ set-up
+    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        """Resolve the automaton and the event (arguments first, then the data module)."""
+        datamodule = trainer.datamodule if isinstance(trainer.datamodule, PFADataModule) else None
+        pfsa = self._pfsa_arg if self._pfsa_arg is not None else (
+            datamodule.pfsa if datamodule is not None else None
+        )
+        event = self._event_arg
+        if event is None and datamodule is not None:
+            event = datamodule.event
+        if pfsa is not None and event is not None:
+            event.function(pfsa)  # an unknown state or symbol fails here, not at test end
+        if pfsa is not self.pfsa or not self.metrics:
+            self.metrics = {} if pfsa is None else {s: DecomposedKL(pfsa) for s in _STAGES}
+        self.pfsa, self.event = pfsa, event
+
+    # ------------------------------------------------------------------ per batch
+    def _start(self, stage: str, pl_module: pl.LightningModule) -> None:
+        self.losses[stage].to(pl_module.device).reset()
+        if stage in self.metrics:
+            self.metrics[stage].to(pl_module.device).reset()
+
+    def _update(self, stage: str, trainer: pl.Trainer, pl_module: Any, batch: Any) -> None:
+        if trainer.sanity_checking:
+            return
+        log_probs = predict_log_probs(pl_module, batch)
+        self.losses[stage].update(log_probs, batch)
+        if stage in self.metrics:
+            self.metrics[stage].update(log_probs, batch["states"], batch["mask"].bool())
+
+    def on_validation_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._start("val", pl_module)
+
+    def on_test_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._start("test", pl_module)
+        self.test_result, self.test_metrics = None, {}
+
+    def on_validation_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any,
+        batch_idx: int, dataloader_idx: int = 0,
+    ) -> None:
+        self._update("val", trainer, pl_module, batch)
+
+    def on_test_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any,
+        batch_idx: int, dataloader_idx: int = 0,
+    ) -> None:
+        self._update("test", trainer, pl_module, batch)
+
+    # ------------------------------------------------------------------ per epoch
+    def on_validation_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._epoch_end("val", trainer, pl_module)
+
+    def on_test_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._epoch_end("test", trainer, pl_module)
+
+    def _epoch_end(self, stage: str, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        """Reduce the epoch's sums (across processes) and log; shared by val and test."""
+        if trainer.sanity_checking:
+            return
+        losses = self.losses[stage].compute()
+        if self.losses[stage].num_strings() == 0:  # no evaluation strings on any process
+            return
+        values = {f"{stage}/{name}": float(value) for name, value in losses.items()}
+        result = None
+        if stage in self.metrics:
+            with warnings.catch_warnings():  # a process may have had no batch: fine after sync
+                warnings.filterwarnings("ignore", message=".*before the ``update`` method")
+                result = self.metrics[stage].compute()
+            target = None
+            if self.event is not None:
+                assert self.pfsa is not None
+                target = target_values(result, self.event, self.pfsa)
+            if stage == "val":
+                values["val/kl_total"] = float(result["total"])
+                if target is not None:
+                    values["val/kl_target"] = target[0]
+            else:
+                assert self.pfsa is not None
+                values["kl_total"] = float(result["total"])
+                values.update(
+                    (k, float(v)) for k, v in kl_log_dict(result, self.pfsa).items() if k != "kl/total"
+                )
+                if target is not None:
+                    values["kl_target"], values["kl_target_unweighted"] = target
+        # The values are already global and equal on every process; sync_dist (a mean of equal
+        # values, exact) only keeps Lightning from asking for it.
+        sync = trainer.world_size > 1
+        for name, value in values.items():
+            pl_module.log(name, value, prog_bar=name == MONITOR, sync_dist=sync)
+        if stage == "test":
+            self.test_result = None if result is None else {
+                k: v.detach().cpu() for k, v in result.items()
+            }
+            self.test_metrics = values

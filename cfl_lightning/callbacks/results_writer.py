@@ -1,0 +1,116 @@
+"""``ResultsWriter``: writes ``results.json`` at the end of every test run."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
+
+from cfl_lightning.callbacks.decomposed_kl import MONITOR, DecomposedKLCallback
+from cfl_lightning.data import PFADataModule
+
+__all__ = ["ResultsWriter", "run_log_dir"]
+
+
+def run_log_dir(trainer: pl.Trainer) -> Path:
+    """The first logger's versioned directory (its ``save_dir`` for loggers without one), else
+    ``trainer.default_root_dir``. Collective-free (safe to call on one process only)."""
+    if trainer.loggers:
+        logger = trainer.loggers[0]
+        if isinstance(logger, (CSVLogger, TensorBoardLogger)):
+            return Path(logger.log_dir)
+        if logger.save_dir is not None:
+            return Path(logger.save_dir)
+    return Path(trainer.default_root_dir)
+
+
+class ResultsWriter(pl.Callback):
+    """At the end of every test run, writes ``results.json`` (the keys of
+    :data:`cfl_lightning.results.RESULT_KEYS`, atomically) on the global-zero process.
+
+    The decomposed KL comes from the trainer's :class:`DecomposedKLCallback`; the data from the
+    trainer's :class:`~cfl_lightning.PFADataModule` (without one nothing is written). Training
+    facts (``epochs``, ``train_time_s``, ``best_val_loss``: the best score of the trainer's
+    ``ModelCheckpoint``, else the last ``val/kl_per_string``) are recorded when ``fit`` ends in
+    the same process, so ``trainer.fit(...); trainer.test(ckpt_path="best", ...)`` gives the
+    complete file.
+
+    Args:
+        path: where to write; default ``<first logger's log_dir>/results.json``, else
+            ``<default_root_dir>/results.json``.
+        config: the run's configuration, stored under ``"config"`` (the CLI passes its full
+            config); default: the model's and the data module's hyperparameters.
+
+    Attributes:
+        written: the path of the last ``results.json`` written (None before).
+        results: its content.
+    """
+
+    def __init__(self, path: str | None = None, config: Mapping[str, Any] | None = None) -> None:
+        super().__init__()
+        self.path = path
+        self.config: Mapping[str, Any] | None = config
+        self.written: Path | None = None
+        self.results: dict[str, Any] | None = None
+        self._fit_started: float | None = None
+        self.train_time_s: float | None = None
+        self.epochs: int | None = None
+        self.best_val_loss: float | None = None
+
+    def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._fit_started = time.perf_counter()
+
+    def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        started = self._fit_started if self._fit_started is not None else time.perf_counter()
+        self.train_time_s = time.perf_counter() - started
+        self.epochs = trainer.current_epoch
+        best = None
+        checkpoint = trainer.checkpoint_callback
+        if isinstance(checkpoint, ModelCheckpoint) and checkpoint.best_model_path:
+            best = checkpoint.best_model_score
+        if best is None:
+            best = trainer.callback_metrics.get(MONITOR)
+        self.best_val_loss = None if best is None else float(best)
+
+    def on_test_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        datamodule = trainer.datamodule
+        if not isinstance(datamodule, PFADataModule) or not trainer.is_global_zero:
+            return
+        from cfl_lightning.results import build_results, write_results
+
+        kl = next((c for c in trainer.callbacks if isinstance(c, DecomposedKLCallback)), None)
+        path = Path(self.path) if self.path else run_log_dir(trainer) / "results.json"
+        seed = os.environ.get("PL_GLOBAL_SEED")
+        config = self.config
+        results = build_results(
+            config=config,
+            model=pl_module,
+            datamodule=datamodule,
+            kl_result=None if kl is None else kl.test_result,
+            best_val_loss=self.best_val_loss,
+            epochs=self.epochs,
+            train_time_s=self.train_time_s,
+            log_dir=path.parent,
+            seed=(config or {}).get("seed_everything", None if seed is None else int(seed)),
+        )
+        self.written, self.results = write_results(path, results), results
+        summary = {
+            key: results[key]
+            for key in (
+                "realized_count",
+                "realized_strings",
+                "expected_count",
+                "automaton_id",
+                "num_parameters",
+                "occurrences",
+            )
+        }
+        for logger in trainer.loggers:
+            logger.log_hyperparams(summary)
+            logger.save()

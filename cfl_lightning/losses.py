@@ -1,0 +1,172 @@
+"""Training losses against an automaton, as pure functions of tensors (no Lightning).
+
+The paper's loss (its eq. ``training-loss``) compares, at every position of a string including
+the final EOS step, the automaton's next-symbol distribution with the model's:
+
+.. math::
+
+    \\mathcal{L}(\\boldsymbol{y}) = \\sum_{t=1}^{|\\boldsymbol{y}|+1}
+        \\mathrm{KL}\\bigl(p_A(\\cdot \\mid \\boldsymbol{y}_{<t}) \\,\\|\\,
+                           p_\\theta(\\cdot \\mid \\boldsymbol{y}_{<t})\\bigr)
+    = \\sum_t \\sum_{a \\in \\Sigma \\cup \\{\\mathrm{EOS}\\}}
+        p_A(a) \\,(\\log p_A(a) - \\log p_\\theta(a)).
+
+Everything is computed in log space from the model's log-probabilities. Terms with ``p_A(a) = 0``
+contribute exactly 0 (``0 log 0 = 0``, and the model's log-probability is masked out there before
+the product, so a ``-inf`` there gives neither a NaN value nor a NaN gradient). Padding positions
+(``mask == False``) contribute 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import torch
+from torch import Tensor
+
+__all__ = [
+    "kl_to_automaton_loss",
+    "as_log_probs",
+    "kl_per_position",
+    "cross_entropy_per_position",
+    "per_string",
+]
+
+
+def _check(log_probs: Tensor, mask: Tensor) -> None:
+    if log_probs.dim() != 3:
+        raise ValueError(f"log_probs must have shape [B, T, S+1], got {list(log_probs.shape)}")
+    if tuple(mask.shape) != tuple(log_probs.shape[:2]):
+        raise ValueError(
+            f"mask must have shape {list(log_probs.shape[:2])}, got {list(mask.shape)}"
+        )
+
+
+PROTOCOL = (
+    "a [B, T, |S|+1] tensor of next-symbol logits or log-probabilities, EOS last, one row per "
+    "position of batch['input_ids'] [B, T]"
+)
+
+
+def as_log_probs(scores: Tensor, batch: Mapping[str, Tensor], *, source: str = "scores") -> Tensor:
+    """Check a model's scores against a batch and normalize them with ``log_softmax``.
+
+    Args:
+        scores: ``[B, T, |S|+1]`` logits or log-probabilities (EOS last).
+        batch: a batch of :class:`~cfl_lightning.PFADataModule` (``input_ids`` ``[B, T]``,
+            ``target_probs`` ``[B, T, |S|+1]``).
+        source: how to name the scores in an error message.
+
+    Returns:
+        ``[B, T, |S|+1]`` log-probabilities (``scores.log_softmax(-1)``).
+
+    Raises:
+        ValueError: wrong shape (the message states the expected and actual shapes).
+    """
+    expected = tuple(batch["target_probs"].shape)
+    if not isinstance(scores, Tensor) or tuple(scores.shape) != expected:
+        got = list(scores.shape) if isinstance(scores, Tensor) else type(scores).__name__
+        raise ValueError(
+            f"{source} has shape {got}, expected {list(expected)}: the prediction protocol is "
+            f"{PROTOCOL}"
+        )
+    return torch.log_softmax(scores, dim=-1)
+
+
+def kl_to_automaton_loss(scores: Tensor, batch: Mapping[str, Tensor]) -> Tensor:
+    """The paper's training loss: per-position KL to the automaton, summed, averaged over strings.
+
+    .. math::
+        \\frac{1}{B} \\sum_{b=1}^{B} \\sum_{t=1}^{|y_b|+1}
+            \\mathrm{KL}\\bigl(p_A(\\cdot \\mid y_{b,<t}) \\,\\|\\, p_\\theta(\\cdot \\mid y_{b,<t})\\bigr)
+
+    Args:
+        scores: ``[B, T, |S|+1]`` logits or log-probabilities (EOS last); normalized here with
+            ``log_softmax``.
+        batch: a :class:`~cfl_lightning.PFADataModule` batch (``target_probs`` ``[B, T, |S|+1]``,
+            ``mask`` ``[B, T]``).
+
+    Returns:
+        scalar loss in nats per string (differentiable in ``scores``).
+
+    Example:
+        >>> batch = {"input_ids": torch.zeros(1, 2, dtype=torch.long),
+        ...          "target_probs": torch.tensor([[[0.5, 0.5], [1.0, 0.0]]]),
+        ...          "mask": torch.tensor([[True, True]])}
+        >>> float(kl_to_automaton_loss(torch.zeros(1, 2, 2), batch))  # 0 + log 2
+        0.6931471824645996
+    """
+    log_probs = as_log_probs(scores, batch)
+    mask = batch["mask"].bool()
+    sums, _ = per_string(kl_per_position(batch["target_probs"], log_probs, mask), mask)
+    return sums.mean()
+
+
+def kl_per_position(target_probs: Tensor, log_probs: Tensor, mask: Tensor) -> Tensor:
+    """``KL(p_A(. | prefix) || p_theta(. | prefix))`` at every position.
+
+    Args:
+        target_probs: ``[B, T, S+1]`` automaton next-symbol distributions ``p_A`` (EOS last;
+            zeros at padding).
+        log_probs: ``[B, T, S+1]`` model log-probabilities ``log p_theta`` (may hold ``-inf``).
+        mask: ``[B, T]`` bool, True on real positions.
+
+    Returns:
+        ``[B, T]`` KL in nats (dtype of ``log_probs``), 0 at padding. It is ``+inf`` only where the
+        model gives probability 0 to a symbol the automaton can emit; never NaN.
+
+    Example:
+        >>> p = torch.tensor([[[0.5, 0.5, 0.0]]])
+        >>> kl_per_position(p, p.log(), torch.ones(1, 1, dtype=torch.bool))
+        tensor([[0.]])
+    """
+    _check(log_probs, mask)
+    if tuple(target_probs.shape) != tuple(log_probs.shape):
+        raise ValueError(
+            f"target_probs {list(target_probs.shape)} and log_probs {list(log_probs.shape)} "
+            "must have the same shape"
+        )
+    p = target_probs.to(log_probs.dtype)
+    support = p > 0
+    # p log p with 0 log 0 = 0; the model's log-prob is zeroed off the support *before* the
+    # product, so -inf there never meets a 0 (no NaN in the value or in the gradient).
+    entropy_term = torch.xlogy(p, p)
+    cross_term = p * torch.where(support, log_probs, torch.zeros_like(log_probs))
+    kl = (entropy_term - cross_term).sum(dim=-1)
+    return torch.where(mask, kl, torch.zeros_like(kl))
+
+
+def cross_entropy_per_position(log_probs: Tensor, target_ids: Tensor, mask: Tensor) -> Tensor:
+    """Next-symbol cross-entropy ``-log p_theta(y_t | y_<t)`` at every position.
+
+    Args:
+        log_probs: ``[B, T, S+1]`` model log-probabilities.
+        target_ids: ``[B, T]`` long, the next symbol (EOS = ``S`` at the last real position; any
+            value, e.g. PAD = ``S+2``, at padding).
+        mask: ``[B, T]`` bool, True on real positions.
+
+    Returns:
+        ``[B, T]`` nats, 0 at padding.
+    """
+    _check(log_probs, mask)
+    classes = log_probs.shape[-1]
+    index = torch.where(mask, target_ids, torch.zeros_like(target_ids)).clamp(0, classes - 1)
+    nll = -log_probs.gather(-1, index.unsqueeze(-1)).squeeze(-1)
+    return torch.where(mask, nll, torch.zeros_like(nll))
+
+
+def per_string(values: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+    """Reduce per-position values to per-string sums and a per-token mean.
+
+    Args:
+        values: ``[B, T]`` per-position losses (0 at padding).
+        mask: ``[B, T]`` bool.
+
+    Returns:
+        ``(sums, per_token)``: ``[B]`` per-string sums over real positions (a string of length
+        ``n`` has ``n + 1`` of them, the last being EOS), and the scalar total divided by the
+        number of real positions in the batch.
+    """
+    sums = values.sum(dim=1)
+    tokens = mask.sum().clamp_min(1)
+    return sums, sums.sum() / tokens

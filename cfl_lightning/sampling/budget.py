@@ -1,0 +1,298 @@
+"""Memory estimates made before anything large is allocated, and the refusal when they do not fit.
+
+A corpus of ``K`` strings costs about ``K x E[length]`` tokens; the sampler's per-step records,
+the flat corpus and writing it as JSON Lines each cost a few int64 (or Python list slots) per
+token. The exact samplers also hold backward bins ``[N + 1, Q]`` float64 for a count ``N``. Under
+an intervention whose count ``N`` exceeds the natural ``K x E[count]``, strings get longer in
+proportion. :func:`estimate_sampling` turns this into bytes; :func:`check_memory` compares them
+with the memory available (``MemAvailable``, the cgroup limit, or free CUDA memory) and raises
+:class:`~cfl_lightning.errors.SizeError` with the estimate in one line.
+
+``CFL_LIGHTNING_MEMORY_LIMIT`` (bytes, or with a ``K``/``M``/``G``/``T`` suffix) overrides the
+memory available; ``0`` or ``off`` turns the check off.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import warnings
+from dataclasses import dataclass
+
+import torch
+
+from cfl_lightning.automata.events import Event
+from cfl_lightning.automata.pfsa import PFSA
+from cfl_lightning.errors import SizeError
+
+__all__ = [
+    "MemoryEstimate",
+    "estimate_sampling",
+    "available_memory",
+    "check_memory",
+    "check_sampling_memory",
+    "check_bytes",
+    "automaton_bytes",
+    "format_bytes",
+    "LongStringWarning",
+    "MEMORY_LIMIT_ENV",
+    "LONG_STRING_WARNING",
+]
+
+MEMORY_LIMIT_ENV = "CFL_LIGHTNING_MEMORY_LIMIT"
+LONG_STRING_WARNING = 1_000.0  # expected symbols per string above which a warning is given
+# Bytes per token / per string, measured on the CPU sampler (peak RSS over the corpus size):
+SAMPLE_PER_TOKEN = 40  # per-step records, the flat corpus and the assembly temporaries
+SAMPLE_PER_STRING = 96  # ids, states, budgets, counts, offsets, uniforms
+WRITE_PER_TOKEN = 16  # Python lists of the corpus while writing JSON Lines
+WRITE_PER_STRING = 120
+
+
+class LongStringWarning(UserWarning):
+    """The automaton's expected string length is extreme (sampling and training will be slow)."""
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Bytes a request is expected to need at its peak.
+
+    Attributes:
+        num_strings: ``K``.
+        expected_length: expected symbols per string (unconstrained).
+        expected_tokens: expected symbols in the whole corpus (under the intervention).
+        bins_bytes: backward bins and count laws (exact samplers; 0 without an intervention).
+        corpus_bytes: sampling the corpus and holding it.
+        extra_bytes: what the caller added (e.g. batch tensors of a data module).
+    """
+
+    num_strings: int
+    expected_length: float
+    expected_tokens: float
+    bins_bytes: int
+    corpus_bytes: int
+    extra_bytes: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.bins_bytes + self.corpus_bytes + self.extra_bytes
+
+    def describe(self) -> str:
+        """``"~3.1 GB (1,000,000 strings x 41.2 expected symbols; bins 12 MB)"``."""
+        parts = [f"{self.num_strings:,} strings x {self.expected_length:,.1f} expected symbols"]
+        if self.expected_tokens > 1.5 * self.num_strings * max(self.expected_length, 1e-300):
+            parts.append(f"{self.expected_tokens:,.0f} symbols under the intervention")
+        if self.bins_bytes:
+            parts.append(f"bins {format_bytes(self.bins_bytes)}")
+        if self.extra_bytes:
+            parts.append(f"other {format_bytes(self.extra_bytes)}")
+        return f"~{format_bytes(self.total)} ({'; '.join(parts)})"
+
+
+def format_bytes(n: float) -> str:
+    """``1536`` -> ``"1.5 KB"`` (powers of 1024); ``inf`` -> ``"inf B"``."""
+    if not math.isfinite(n):
+        return "inf B"
+    for unit in ("B", "KB", "MB", "GB", "TB", "PB"):
+        if abs(n) < 1024 or unit == "PB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} PB"  # pragma: no cover
+
+
+def estimate_sampling(
+    pfsa: PFSA,
+    num_strings: int,
+    *,
+    intervention: str = "none",
+    event: str | Event | None = None,
+    count: int | None = None,
+    write: bool = False,
+    extra_bytes_per_token: float = 0.0,
+) -> MemoryEstimate:
+    """Estimate the peak memory of :func:`~cfl_lightning.sampling.sample_corpus` (and more).
+
+    Args:
+        pfsa: the automaton.
+        num_strings: ``K``.
+        intervention: ``none``, ``exact``, ``at_least`` or ``at_least_once``.
+        event: the intervened (or recorded) event, as text or :class:`Event`.
+        count: ``N`` (or ``M`` for ``at_least_once``).
+        write: include writing the corpus as JSON Lines (the ``sample`` command).
+        extra_bytes_per_token: bytes per position the caller keeps besides the corpus, e.g. a
+            data module's tokenized tensors (``n + 1`` positions per string of ``n`` symbols).
+
+    Returns:
+        A :class:`MemoryEstimate`; nothing is allocated.
+    """
+    k = int(num_strings)
+    check_bytes(
+        automaton_bytes(pfsa.num_states, pfsa.num_symbols),
+        what=f"solving an automaton with {pfsa.num_states:,} states",
+    )
+    length = pfsa.expected_length()
+    tokens = k * length
+    bins = 0
+    if intervention in ("exact", "at_least") and count is not None and event is not None:
+        n = int(count)
+        ev = Event.parse(event) if isinstance(event, str) else event
+        per_string = ev.expected_count(pfsa)
+        if per_string > 0 and n > k * per_string:  # strings must stretch to hold N occurrences
+            tokens = max(tokens, n * length / per_string)
+        depth = math.log2(max(k, 2)) + 8  # bins [N+1, Q] plus the count laws of the split tree
+        bins = int((n + 2) * (pfsa.num_states + 2 * depth) * 8)
+    elif intervention == "at_least_once" and event is not None:
+        bins = int(4 * pfsa.num_states * 8)
+    per_token = SAMPLE_PER_TOKEN + (WRITE_PER_TOKEN if write else 0) + extra_bytes_per_token
+    per_string = SAMPLE_PER_STRING + (WRITE_PER_STRING if write else 0) + extra_bytes_per_token
+    corpus = tokens * per_token + k * per_string
+    return MemoryEstimate(k, length, tokens, bins, int(min(corpus, 2**62)))
+
+
+_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgtKMGT]?)i?[bB]?\s*$")
+
+
+def _limit_from_env() -> int | None:
+    """The override in ``CFL_LIGHTNING_MEMORY_LIMIT``: bytes, ``-1`` for off, None if unset."""
+    text = os.environ.get(MEMORY_LIMIT_ENV, "").strip()
+    if not text:
+        return None
+    if text.lower() in ("0", "off", "none", "inf"):
+        return -1
+    match = _SIZE.match(text)
+    if not match:
+        raise SizeError(f"{MEMORY_LIMIT_ENV}={text!r}: expected bytes such as 4G, 512M or 0 (off)")
+    scale = 1024 ** " KMGT".index(match.group(2).upper() or " ")
+    return int(float(match.group(1)) * scale)
+
+
+def _read_int(path: str) -> int | None:
+    try:
+        with open(path, encoding="ascii") as handle:
+            text = handle.read().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def _host_available() -> int | None:
+    candidates = []
+    try:
+        with open("/proc/meminfo", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    candidates.append(int(line.split()[1]) * 1024)
+    except (OSError, ValueError, IndexError):
+        pass
+    for limit, usage in (
+        ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+        (
+            "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+            "/sys/fs/cgroup/memory/memory.usage_in_bytes",
+        ),
+    ):
+        cap, used = _read_int(limit), _read_int(usage)
+        if cap is not None and used is not None and cap < 2**60:
+            candidates.append(max(cap - used, 0))
+    return min(candidates) if candidates else None
+
+
+def available_memory(device: str | torch.device = "cpu") -> int | None:
+    """Bytes available on ``device`` (``-1`` when the check is turned off; None if unknown).
+
+    The host: the smaller of ``MemAvailable`` and the cgroup's limit minus its usage. CUDA: the
+    free memory reported by the driver. ``CFL_LIGHTNING_MEMORY_LIMIT`` overrides both.
+    """
+    override = _limit_from_env()
+    if override is not None:
+        return override
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        try:
+            return int(torch.cuda.mem_get_info(dev)[0])
+        except (RuntimeError, AssertionError):
+            return None
+    return _host_available()
+
+
+def automaton_bytes(num_states: int, num_symbols: int) -> int:
+    """Peak bytes of building, validating and solving an automaton of this size.
+
+    The dense ``[Q, Q]`` float64 linear solves (expected visits, lengths) and the per-arc Python
+    lists of validation and JSON dominate.
+    """
+    q, s = int(num_states), int(num_symbols)
+    return 3 * 8 * q * q + 200 * q * s
+
+
+def check_bytes(need: int, *, what: str, device: str | torch.device = "cpu") -> None:
+    """Raise :class:`SizeError` when ``need`` bytes exceed the memory available on ``device``."""
+    have = available_memory(device)
+    if have is not None and have >= 0 and need > have:
+        raise SizeError(
+            f"{what} needs ~{format_bytes(need)}, more than the {format_bytes(have)} of memory "
+            f"available ({MEMORY_LIMIT_ENV} overrides the limit)"
+        )
+
+
+def check_memory(
+    estimate: MemoryEstimate, device: str | torch.device = "cpu", *, what: str = "sampling"
+) -> None:
+    """Raise :class:`SizeError` when ``estimate`` exceeds the memory available.
+
+    On a CUDA device the bins and the sampling run there, and the corpus comes back to the host:
+    both are checked.
+    """
+    dev = torch.device(device)
+    checks = [(estimate.total, "cpu")]
+    if dev.type == "cuda":
+        device_bytes = estimate.bins_bytes + estimate.corpus_bytes
+        checks = [(device_bytes, dev), (estimate.corpus_bytes, "cpu")]
+    for need, where in checks:
+        have = available_memory(where)
+        if have is not None and have >= 0 and need > have:
+            place = "GPU memory" if torch.device(where).type == "cuda" else "memory"
+            raise SizeError(
+                f"{what} needs {estimate.describe()}, more than the {format_bytes(have)} of "
+                f"{place} available; use fewer strings or a smaller count "
+                f"({MEMORY_LIMIT_ENV} overrides the limit)"
+            )
+
+
+def check_sampling_memory(
+    pfsa: PFSA,
+    num_strings: int,
+    *,
+    intervention: str = "none",
+    event: str | Event | None = None,
+    count: int | None = None,
+    device: str | torch.device = "cpu",
+    write: bool = False,
+    extra_bytes_per_token: float = 0.0,
+    what: str = "sampling",
+) -> MemoryEstimate:
+    """:func:`estimate_sampling`, warn on extreme lengths, then :func:`check_memory`.
+
+    The one call for :func:`~cfl_lightning.sampling.sample_corpus`, the ``sample`` command, a
+    data module (``extra_bytes_per_token`` for its tensors, ``num_strings`` = all splits) and
+    ``fit``.
+
+    Raises:
+        SizeError: the estimate exceeds the memory available.
+
+    Warns:
+        LongStringWarning: the expected string length exceeds ``LONG_STRING_WARNING`` symbols.
+    """
+    estimate = estimate_sampling(
+        pfsa, num_strings, intervention=intervention, event=event, count=count, write=write,
+        extra_bytes_per_token=extra_bytes_per_token,
+    )
+    if estimate.expected_length > LONG_STRING_WARNING:
+        warnings.warn(
+            f"the automaton's expected string length is {estimate.expected_length:,.0f} symbols; "
+            "sampling and training will be slow",
+            LongStringWarning,
+            stacklevel=3,
+        )
+    check_memory(estimate, device, what=what)
+    return estimate

@@ -1,0 +1,187 @@
+"""``Intervention``: what a training corpus is conditioned on, as one frozen value.
+
+Kinds (:data:`INTERVENTIONS`):
+
+* ``none`` -- i.i.d. strings; an optional event's realized counts are only recorded;
+* ``exact`` -- the corpus traverses the event exactly ``count`` times in total;
+* ``at_least`` -- at least ``count`` times in total;
+* ``at_least_once`` -- exactly ``count`` of the ``K`` strings contain the event.
+
+Every layer (the sampler, the data module, ``results.json``, the analysis) reads the kinds, their
+validation messages and the "corpus meets its intervention" check from this one class. Pure core:
+no Lightning imports.
+
+Example:
+    >>> from cfl_lightning.automata import parity_starfree_pfsa
+    >>> iv = Intervention.create("exact", "state:odd", 12)
+    >>> _ = iv.validate(parity_starfree_pfsa(0.3), num_strings=10)
+    >>> iv.realized(torch.tensor([3, 0, 9])), iv.satisfied(torch.tensor([3, 0, 9]))
+    (12, True)
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from cfl_lightning.automata.events import Event
+from cfl_lightning.automata.pfsa import PFSA
+from cfl_lightning.errors import InterventionError
+from cfl_lightning.sampling.feasibility import max_occurrences
+
+__all__ = ["Intervention", "INTERVENTIONS", "COUNT_UNITS"]
+
+INTERVENTIONS = ("none", "exact", "at_least", "at_least_once")
+#: what ``count`` (and the realized value) counts under each kind: event occurrences in the
+#: corpus, or strings that contain the event.
+COUNT_UNITS = {
+    "none": "occurrences",
+    "exact": "occurrences",
+    "at_least": "occurrences",
+    "at_least_once": "strings",
+}
+
+
+def _as_int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise InterventionError(f"{name} must be an integer, got {value!r}")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class Intervention:
+    """A kind, an event and a target count; immutable and hashable.
+
+    Build it with :meth:`create` (parses the event text, checks the combination), then call
+    :meth:`validate` against an automaton and a corpus size before sampling.
+
+    Attributes:
+        kind: one of :data:`INTERVENTIONS`.
+        event: the counted transitions (required unless ``kind == "none"``, optional then).
+        count: the target ``N`` (occurrences) or ``M`` (strings, ``at_least_once``); None for
+            ``none``.
+    """
+
+    kind: str = "none"
+    event: Event | None = None
+    count: int | None = None
+
+    @classmethod
+    def create(
+        cls, kind: str = "none", event: str | Event | None = None, count: Any = None
+    ) -> Intervention:
+        """Check the combination of ``kind``, ``event`` and ``count`` (without an automaton).
+
+        Raises:
+            InterventionError: unknown kind, a count without an intervention, a missing event or
+                count, a count that is not a non-negative integer.
+            EventError: a malformed event text.
+        """
+        if kind not in INTERVENTIONS:
+            raise InterventionError(
+                f"unknown intervention {kind!r}; expected one of {', '.join(INTERVENTIONS)}"
+            )
+        parsed = Event.parse(event) if isinstance(event, str) else event
+        if count is not None:
+            count = _as_int("count", count)
+        if kind == "none":
+            if count is not None:
+                raise InterventionError(
+                    f"a count ({count}) was given but intervention is 'none' (the corpus is "
+                    "unconstrained); use exact, at_least or at_least_once"
+                )
+            return cls(kind, parsed, None)
+        if parsed is None:
+            raise InterventionError(f"intervention {kind!r} needs an event")
+        if count is None:
+            raise InterventionError(f"intervention {kind!r} needs a count")
+        if count < 0:
+            raise InterventionError(f"count must be non-negative, got {count}")
+        return cls(kind, parsed, count)
+
+    @property
+    def constrained(self) -> bool:
+        """Whether the corpus is conditioned on anything (``kind != "none"``)."""
+        return self.kind != "none"
+
+    @property
+    def unit(self) -> str:
+        """``"occurrences"`` or ``"strings"``: what :attr:`count` and :meth:`realized` count."""
+        return COUNT_UNITS[self.kind]
+
+    def validate(self, pfsa: PFSA, num_strings: int) -> Tensor | None:
+        """Check the target against an automaton and a corpus of ``num_strings`` strings.
+
+        Args:
+            pfsa: the automaton.
+            num_strings: ``K``.
+
+        Returns:
+            the ``[Q, |S|]`` int64 event function on ``pfsa``'s device, or None without event.
+
+        Raises:
+            InterventionError: a bad ``num_strings``; an at-least-once count above ``K``; an event
+                that cannot occur with a positive count; a total above ``K`` times the most
+                occurrences one string can hold.
+            EventError: the event names an unknown state or symbol.
+        """
+        if isinstance(num_strings, bool) or not isinstance(num_strings, numbers.Integral) or (
+            num_strings < 1
+        ):
+            raise InterventionError(f"num_strings must be a positive integer, got {num_strings!r}")
+        k = int(num_strings)
+        function = None if self.event is None else self.event.function(pfsa)  # checks the names
+        if not self.constrained:
+            return function
+        assert function is not None and self.count is not None
+        n = self.count
+        if self.kind == "at_least_once" and n > k:
+            raise InterventionError(
+                f"at_least_once count {n} exceeds the number of strings {k}"
+            )
+        bound = max_occurrences(pfsa, function)  # None: unbounded
+        if bound == 0 and n > 0:
+            raise InterventionError(f"event {self.event} cannot occur in this automaton but count is {n}")
+        if bound is not None and self.unit == "occurrences" and n > k * bound:
+            raise InterventionError(
+                f"count {n} is impossible: a string contains {self.event} at most {bound} times, "
+                f"so {k} strings hold at most {k * bound}"
+            )
+        return function
+
+    def realized(self, counts: Tensor) -> int:
+        """The corpus value the target constrains, from per-string event counts.
+
+        Args:
+            counts: ``[K]`` integer occurrences per string.
+
+        Returns:
+            the total occurrences, or (``at_least_once``) the strings with at least one.
+        """
+        if self.unit == "strings":
+            return int((counts > 0).sum())
+        return int(counts.sum())
+
+    def satisfied(self, counts: Tensor) -> bool:
+        """Whether a corpus with per-string ``counts`` ``[K]`` meets the target (always for none)."""
+        if not self.constrained:
+            return True
+        assert self.count is not None
+        value = self.realized(counts)
+        return value >= self.count if self.kind == "at_least" else value == self.count
+
+    def satisfied_batched(self, counts: Tensor) -> Tensor:
+        """:meth:`satisfied` for ``[B, K]`` counts of ``B`` corpora: ``[B]`` bool."""
+        if not self.constrained:
+            return torch.ones(counts.shape[0], dtype=torch.bool, device=counts.device)
+        value = (counts > 0).sum(-1) if self.unit == "strings" else counts.sum(-1)
+        return value >= self.count if self.kind == "at_least" else value == self.count
+
+    def __str__(self) -> str:
+        if not self.constrained:
+            return "none" if self.event is None else f"none (recording {self.event})"
+        return f"{self.kind} {self.count} ({self.event})"
