@@ -45,7 +45,10 @@ FORMATS = ("png", "pdf", "svg")
 def build_parser() -> ArgumentParser:
     parser = ArgumentParser(
         prog=PROG,
-        description="Plot decomposed KL against target occurrences (causal vs correlational).",
+        description=(
+            "Plot the target's per-state/-transition/-symbol contribution to the decomposed KL "
+            "against its training occurrences (causal vs correlational)."
+        ),
     )
     parser.add_argument(
         "inputs",
