@@ -120,7 +120,8 @@ def test_targeted_test_strings_give_a_finite_contribution(rare, tmp_path):
     reached = torch.zeros(len(tok), dtype=torch.bool)
     reached[owner[tok.states == u]] = True
     assert reached[30:].all()
-    assert weights[reached].unique().numel() == 1 and weights[~reached].unique().tolist() == [42 / 30]
+    assert weights[reached].unique().numel() == 1
+    assert weights[~reached].unique().tolist() == [42 / 30]
     assert float(weights[reached][0]) < 0.1  # P(reach) is small: a targeted visit weighs little
     batch = next(iter(dm.test_dataloader()))
     assert batch["weights"].shape == batch["input_ids"].shape[:1]

@@ -198,7 +198,9 @@ class PFADataModule(L.LightningDataModule):
                 raise CflError("test_target_strings needs an event (data.event)")
             self.reach_probability = reach_probability(self.pfsa, self.stake)
             if self.reach_probability <= 0:
-                raise CflError(f"no string of the automaton reaches a state where {self.event} is at stake")
+                raise CflError(
+                    f"no string of the automaton reaches a state where {self.event} is at stake"
+                )
         try:
             self._device = torch.device(device) if device != "auto" else None
         except (RuntimeError, TypeError):

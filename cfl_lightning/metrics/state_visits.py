@@ -41,7 +41,8 @@ class StateVisits(Metric):
     def __init__(self, num_states: int, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.num_states = int(num_states)
-        self.add_state("counts", torch.zeros(self.num_states, dtype=torch.long), dist_reduce_fx="sum")
+        zeros = torch.zeros(self.num_states, dtype=torch.long)
+        self.add_state("counts", zeros, dist_reduce_fx="sum")
 
     def update(self, states: Tensor, mask: Tensor) -> None:
         """Add one batch: ``states`` ``[B, T]`` (state after each prefix), ``mask`` ``[B, T]``."""

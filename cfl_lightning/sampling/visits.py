@@ -144,7 +144,9 @@ def reach_probability(pfsa: PFSA, stake: Tensor) -> float:
     return float(min(max(1.0 - float(never), 0.0), 1.0))
 
 
-def sample_visiting(pfsa: PFSA, num_strings: int, generator: torch.Generator, stake: Tensor) -> Corpus:
+def sample_visiting(
+    pfsa: PFSA, num_strings: int, generator: torch.Generator, stake: Tensor
+) -> Corpus:
     """Strings drawn from ``pfsa`` conditioned on reaching an at-stake state (exact sampler).
 
     Args:
