@@ -36,7 +36,7 @@ from cfl_lightning.sampling import (
     stake_states,
 )
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 # name -> module, imported on first access (these pull in lightning / torchmetrics).
 _LAZY = {

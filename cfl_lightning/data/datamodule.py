@@ -318,7 +318,7 @@ class PFADataModule(L.LightningDataModule):
                 target, target_hit = self._cached(self._sampling_arguments("test_target"))
                 corpus, hit = self._mix(corpus, target), hit and target_hit
             event_function = self.event_function if split in ("train", "val") else None
-            tokenized = tensorize(corpus, self.pfsa, event_function)
+            tokenized = tensorize(corpus, self.pfsa, event_function, device=self.device)
             if split == "train":
                 self._check_realized(tokenized)
             if split == "val" and not self.val_intervention.satisfied(tokenized.counts):
