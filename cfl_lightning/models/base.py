@@ -73,8 +73,11 @@ class LanguageModel(pl.LightningModule):
         dropout: dropout probability.
         lr: Adam learning rate.
         lr_factor: ``ReduceLROnPlateau`` factor.
-        lr_patience: validation checks without improvement before the LR is multiplied by
-            ``lr_factor``.
+        lr_patience: the LR is multiplied by ``lr_factor`` at the ``lr_patience``-th validation
+            in a row without a decrease of :data:`MONITOR` (the paper: "after 5 checkpoints
+            with no decrease"; torch's ``ReduceLROnPlateau`` counts one more, so it gets
+            ``patience=lr_patience - 1``). Any decrease counts as improvement (``threshold=0``,
+            as for early stopping's ``min_delta=0``). At least 1.
         loss: ``"kl"`` (KL to the automaton) or ``"ce"`` (next-symbol cross-entropy).
     """
 
@@ -112,6 +115,8 @@ class LanguageModel(pl.LightningModule):
         self.eos_id, self.bos_id, self.pad_id = num_symbols, num_symbols + 1, num_symbols + 2
         self.param_budget = int(param_budget)
         self.loss_name = loss
+        if isinstance(lr_patience, bool) or int(lr_patience) < 1:
+            raise ValueError(f"lr_patience must be >= 1, got {lr_patience}")
         self.lr, self.lr_factor, self.lr_patience = float(lr), float(lr_factor), int(lr_patience)
         self.num_parameters = 0
         self.size_summary = {"num_parameters": 0}
@@ -207,10 +212,18 @@ class LanguageModel(pl.LightningModule):
 
     # ------------------------------------------------------------------ optimization
     def configure_optimizers(self) -> dict[str, Any]:
-        """Adam, with ``ReduceLROnPlateau`` on :data:`MONITOR` stepped after every validation."""
+        """Adam, with ``ReduceLROnPlateau`` on :data:`MONITOR` stepped after every validation.
+
+        The LR is multiplied by ``lr_factor`` exactly at the ``lr_patience``-th validation in a
+        row without a decrease (torch reduces when its bad-epoch count *exceeds* ``patience``).
+        """
         optimizer = torch.optim.Adam(self.parameters(), lr=self.lr)
         scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
-            optimizer, mode="min", factor=self.lr_factor, patience=self.lr_patience
+            optimizer,
+            mode="min",
+            factor=self.lr_factor,
+            patience=self.lr_patience - 1,
+            threshold=0.0,
         )
         return {
             "optimizer": optimizer,
