@@ -27,7 +27,7 @@ from cfl_lightning.metrics import DecomposedKL, EpochLoss
 from cfl_lightning.results import RESULT_KEYS
 
 ROOT = Path(__file__).resolve().parents[1]
-PRE = json.loads((ROOT / "tests" / "data" / "prerefactor_results.json").read_text())
+PRE = json.loads((ROOT / "tests" / "data" / "shipped_results.json").read_text())
 
 
 class NoisyAutomaton(L.LightningModule):
@@ -197,11 +197,12 @@ def test_merged_metric_states_equal_one_pass(parity):
 
 
 @pytest.mark.parametrize("model", ["LSTMLanguageModel", "TransformerLanguageModel"])
-def test_shipped_models_reproduce_pre_refactor_results(model, tmp_path, capsys, monkeypatch):
-    """The values recorded by the pre-refactor code (commit in tests/data) for a fixed seed.
+def test_shipped_models_reproduce_recorded_results(model, tmp_path, capsys, monkeypatch):
+    """The shipped models' results.json for a fixed seed equals the recorded values.
 
-    Differences of ~1e-7 relative come from the callback's log_softmax of the models'
-    log-probabilities and float64 epoch sums."""
+    The callback refactor (issue 10) matched the pre-refactor code's values to 5e-7 relative;
+    the recording was renewed once the new sampler (other corpora for a seed) and the exact LR
+    schedule landed (the note in tests/data/shipped_results.json)."""
     monkeypatch.chdir(ROOT)
     args = [a.replace("MODEL", model) for a in PRE["args"]]
     assert main(["fit", *args, f"--trainer.default_root_dir={tmp_path}"]) == 0
