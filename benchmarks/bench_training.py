@@ -52,7 +52,7 @@ def throughput(arch: str, data_kwargs: dict, budget: int, steps: int, warmup: in
         batch = batches[i % len(batches)]
         start = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
-        loss, _, _ = model._losses(batch)
+        loss = model.training_step(batch, i)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
         optimizer.step()

@@ -27,9 +27,16 @@ from cfl_lightning.errors import (
     SizeError,
 )
 from cfl_lightning.losses import kl_to_automaton_loss
-from cfl_lightning.sampling import Corpus, Intervention, sample_corpus
+from cfl_lightning.sampling import (
+    Corpus,
+    Intervention,
+    reach_probability,
+    sample_corpus,
+    sample_visiting,
+    stake_states,
+)
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 # name -> module, imported on first access (these pull in lightning / torchmetrics).
 _LAZY = {
@@ -38,6 +45,7 @@ _LAZY = {
     "LSTMLanguageModel": "cfl_lightning.models",
     "TransformerLanguageModel": "cfl_lightning.models",
     "DecomposedKL": "cfl_lightning.metrics",
+    "StateVisits": "cfl_lightning.metrics",
     "decomposed_kl": "cfl_lightning.metrics",
     "pfsa_kl": "cfl_lightning.metrics",
     "DecomposedKLCallback": "cfl_lightning.callbacks",
@@ -51,6 +59,9 @@ __all__ = [
     "Corpus",
     "Intervention",
     "sample_corpus",
+    "sample_visiting",
+    "stake_states",
+    "reach_probability",
     "kl_to_automaton_loss",
     "parity_starfree_pfsa",
     "random_pfsa",

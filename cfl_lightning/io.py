@@ -136,7 +136,7 @@ def check_output(path: PathLike, inputs: Iterable[PathLike | None] = (), *, what
             )
     kind = output_kind(path)
     if kind.startswith("refuse:"):
-        raise OutputError(f"{label} {kind[len('refuse:'):]}")
+        raise OutputError(f"{label}: {kind[len('refuse:'):]}")
     return kind
 
 

@@ -25,6 +25,13 @@ cfl_lightning fit`` tests the best checkpoint and writes it into the run's log d
   are null for a test run without training in the same process), ``log_dir``;
 * ``realized_strings``: training strings containing the event (the x-axis of at-least-once
   interventions; null without an event);
+* ``target_test_visits``: test positions at which the event is at stake (positions in its
+  state; for symbol and transition events, positions in states where it has positive
+  probability), null without an event; ``test_visits``: the same for every event, nested like
+  ``kl``. A target with no test visit has an unknown contribution: its ``kl_target``,
+  ``kl_target_unweighted`` and ``kl``/``kl_unweighted`` entries are null, never 0;
+* ``stopped_early`` (whether early stopping ended training), ``steps`` (optimizer steps), both
+  null for a test run without training in the same process;
 * ``occurrences``: ``{"count": {spec: n}, "strings": {spec: m}}`` for every ``state:``,
   ``symbol:`` and ``transition:`` event in the training corpus, and ``expected_occurrences``
   (``{spec: num_strings x E[n]}``), so one unconstrained (correlational) run serves every target.
@@ -81,6 +88,10 @@ RESULT_KEYS = (
     "realized_strings",
     "occurrences",
     "expected_occurrences",
+    "target_test_visits",
+    "test_visits",
+    "stopped_early",
+    "steps",
 )
 
 
@@ -126,6 +137,9 @@ def build_results(
     train_time_s: float | None,
     log_dir: str | os.PathLike,
     seed: int | None,
+    test_visits: Tensor | None = None,
+    stopped_early: bool | None = None,
+    steps: int | None = None,
 ) -> dict[str, Any]:
     """Assemble the ``results.json`` dict of a finished run.
 
@@ -142,22 +156,32 @@ def build_results(
         train_time_s: wall time of training (None when the run did not train).
         log_dir: the run's log directory.
         seed: the run's ``seed_everything`` value.
+        test_visits: ``[Q]`` test positions per state (e.g.
+            :attr:`DecomposedKLCallback.test_visits`), or None (visits unknown).
+        stopped_early: whether early stopping ended training (None when the run did not train).
+        steps: optimizer steps taken (None when the run did not train).
 
     Returns:
         a JSON-ready dict with exactly the keys :data:`RESULT_KEYS`, in that order.
     """
     from cfl_lightning.metrics import kl_nested_dict, target_values
+    from cfl_lightning.sampling.visits import target_visits, visits_by_event
 
     intervention = datamodule.intervention
     pfsa, event = datamodule.pfsa, datamodule.event
     automaton = pfsa.to_dict()
     kl = kl_unweighted = None
     kl_total = kl_target = kl_target_unweighted = None
+    visits = target_test_visits = None
+    if test_visits is not None:
+        visits = visits_by_event(pfsa, test_visits)
+        if event is not None:
+            target_test_visits = target_visits(pfsa, event, test_visits)
     if kl_result is not None:
         kl_total = _float(kl_result["total"])
-        kl = kl_nested_dict(kl_result, pfsa)
+        kl = _unknown_where_unvisited(kl_nested_dict(kl_result, pfsa), visits)
         kl_unweighted = kl_nested_dict(kl_result, pfsa, unweighted=True)
-        if event is not None:
+        if event is not None and target_test_visits != 0:
             weighted, unweighted = target_values(kl_result, event, pfsa)
             kl_target, kl_target_unweighted = _float(weighted), _float(unweighted)
     if config is None:
@@ -194,9 +218,28 @@ def build_results(
         "realized_strings": datamodule.realized_strings,
         "occurrences": datamodule.occurrences(),
         "expected_occurrences": datamodule.expected_occurrences(),
+        "target_test_visits": target_test_visits,
+        "test_visits": visits,
+        "stopped_early": None if stopped_early is None else bool(stopped_early),
+        "steps": None if steps is None else int(steps),
     }
     assert tuple(out) == RESULT_KEYS
     return json_safe(out)
+
+
+def _unknown_where_unvisited(
+    nested: dict[str, dict[str, float | None]], visits: dict[str, dict[str, int]] | None
+) -> dict[str, dict[str, float | None]]:
+    """Null (unknown) for every entry whose event the test strings never put at stake."""
+    if visits is None:
+        return nested
+    return {
+        kind: {
+            name: None if visits.get(kind, {}).get(name, 1) == 0 else value
+            for name, value in values.items()
+        }
+        for kind, values in nested.items()
+    }
 
 
 def write_results(path: str | os.PathLike, results: Mapping[str, Any]) -> Path:

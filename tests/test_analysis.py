@@ -64,7 +64,12 @@ def result(
         "kl_target_unweighted": None if kl_target is None else kl_target * 2,
         "occurrences": occurrences,
         "kl": kl,
+        "kl_unweighted": None if kl is None else _scaled(kl, 2.0),
     }
+
+
+def _scaled(nested, factor):
+    return {kind: {k: v * factor for k, v in values.items()} for kind, values in nested.items()}
 
 
 def write_results(root: Path, items):
@@ -150,7 +155,7 @@ def test_aggregate_causal_and_correlational():
             )
         )
     items.append(result(automaton="C9", intervention="none", realized=60, kl_target=float("nan")))
-    rows = ag.aggregate(ag.best_of_repeats(records(items)), bins=4)
+    rows = ag.aggregate(ag.best_of_repeats(records(items)), bins=4, metric="kl_target")
     causal = [r for r in rows if r.setting == "causal_exact"]
     assert [(r.x, r.n) for r in causal] == [(100.0, 3), (300.0, 3)]
     assert causal[0].mean == pytest.approx(0.5)
@@ -159,8 +164,12 @@ def test_aggregate_causal_and_correlational():
     assert len(corr) == 4 and sum(r.n for r in corr) == 8  # the NaN run is left out
     assert all(r.x_kind == "occurrences" and r.x_min <= r.x <= r.x_max for r in corr)
     assert corr[0].x == pytest.approx(75.0) and corr[0].mean == pytest.approx(0.15)
-    unweighted = ag.aggregate(ag.best_of_repeats(records(items)), metric="kl_target_unweighted")
+    unweighted = ag.aggregate(ag.best_of_repeats(records(items)))  # the default
     assert next(r for r in unweighted if r.x == 100).mean == pytest.approx(1.0)
+    assert {(r.metric, r.quantity) for r in unweighted} == {
+        ("kl_target_unweighted", "per-state contribution")
+    }
+    assert {r.quantity for r in rows} == {"p_pi-weighted per-state contribution"}
 
 
 def test_correlational_runs_serve_every_target_and_the_strings_axis():
@@ -261,8 +270,13 @@ def test_write_table_handles_nan(tmp_path):
     ]
     ag.write_table(rows, tmp_path / "t.csv")
     lines = (tmp_path / "t.csv").read_text().splitlines()
-    assert lines[0] == "target,model,setting,x_kind,num_strings,x,x_min,x_max,mean,sem,n"
-    assert lines[1] == "state:odd,M,causal_exact,occurrences,500,1,1,1,0.5,,1"
+    assert lines[0] == (
+        "target,model,setting,x_kind,num_strings,x,x_min,x_max,mean,sem,n,"
+        "metric,quantity,excluded_min_visits,no_value"
+    )
+    assert lines[1] == (
+        "state:odd,M,causal_exact,occurrences,500,1,1,1,0.5,,1,kl_target_unweighted,,0,0"
+    )
 
 
 # --------------------------------------------------------------------------- the command
@@ -420,7 +434,7 @@ def test_analyze_reads_a_wandb_sweep(tmp_path, capsys, monkeypatch):
             "data": {"num_strings": 500},
             "automaton_id": f"A{i // 2}",
         }
-        summary = {"kl_total": 1.0, "kl_target": 0.1 * (1 + i)}
+        summary = {"kl_total": 1.0, "kl_target_unweighted": 0.1 * (1 + i)}
         return types.SimpleNamespace(
             config=config, summary=summary, state=state, path=["ent", "proj", f"r{i}"]
         )
@@ -631,3 +645,210 @@ def test_outputs_are_readable_by_others(tmp_path):
     finally:
         os.umask(mask)
     assert (tmp_path / "x.json").stat().st_mode & 0o777 == 0o644
+
+
+# --------------------------------------------------------------------------- what the paper plots
+
+
+def test_default_y_axis_is_the_unweighted_contribution(tmp_path, capsys):
+    """Weighted and unweighted values unrelated to each other: the CSV shows the unweighted."""
+    items = []
+    for a in range(3):
+        for count, (w, u) in ((100, (0.01, 0.7)), (400, (0.004, 0.2))):
+            item = result(automaton=f"A{a}", count=count, kl_target=w)
+            item["kl_target_unweighted"] = u + 0.01 * a
+            items.append(item)
+    write_results(tmp_path / "runs", items)
+    out = tmp_path / "f.png"
+    code, err = run_main(["analyze", str(tmp_path / "runs"), "--output", str(out)], capsys)
+    assert code == 0, err
+    rows = read_csv(out.with_suffix(".csv"))
+    assert [(float(r["x"]), float(r["mean"])) for r in rows] == [
+        (100.0, pytest.approx(0.71)),
+        (400.0, pytest.approx(0.21)),
+    ]
+    assert {(r["metric"], r["quantity"]) for r in rows} == {
+        ("kl_target_unweighted", "per-state contribution")
+    }
+    assert "y axis: kl_target_unweighted (per-state contribution)" in err
+    code, err = run_main(
+        ["analyze", str(tmp_path / "runs"), "--output", str(out), "--metric", "kl_target"], capsys
+    )
+    assert code == 0, err
+    rows = read_csv(out.with_suffix(".csv"))
+    assert [float(r["mean"]) for r in rows] == [pytest.approx(0.01), pytest.approx(0.004)]
+    assert {r["quantity"] for r in rows} == {"p_pi-weighted per-state contribution"}
+
+
+def test_negative_symbol_contributions_are_kept_and_drawn(tmp_path, capsys, monkeypatch):
+    """Per-symbol contributions are log ratios: negative where the model over-predicts."""
+    from cfl_lightning.analysis import plot
+
+    captured = []
+    real_save = plot._save
+
+    def save(fig, path, fmt, dpi):
+        captured.append(fig)
+        real_save(fig, path, fmt, dpi)
+
+    monkeypatch.setattr(plot, "_save", save)
+    items = []
+    for a in range(3):
+        for count, u in ((100, -0.03), (300, -0.01), (900, 0.002)):
+            item = result(automaton=f"A{a}", event="symbol:a", count=count, kl_target=0.001)
+            item["kl_target_unweighted"] = u * (1 + 0.1 * a)
+            items.append(item)
+    write_results(tmp_path / "runs", items)
+    out = tmp_path / "neg.png"
+    code, err = run_main(["analyze", str(tmp_path / "runs"), "--output", str(out)], capsys)
+    assert code == 0, err
+    assert "could not be drawn" not in err
+    rows = read_csv(out.with_suffix(".csv"))
+    assert len(rows) == 3 and sum(float(r["mean"]) < 0 for r in rows) == 2
+    assert {r["quantity"] for r in rows} == {"per-symbol contribution"}
+    check_png(out)
+    ax = captured[-1].axes[0]
+    assert ax.get_yscale() in ("linear", "symlog")
+    ys = np.concatenate([line.get_ydata() for line in ax.get_lines()])
+    assert np.isfinite(ys).sum() >= 3 and (ys < 0).sum() >= 2  # the curve's points, zero line aside
+    lo, hi = ax.get_ylim()
+    assert lo < -0.03 and hi > 0.002  # every point inside the panel
+    assert "per-symbol contribution" in ax.get_ylabel()
+    assert not [t for t in ax.texts if "no " in t.get_text()]  # no "nothing to show" note
+
+
+@pytest.mark.parametrize(
+    "means,scale",
+    [
+        ((0.1, 0.01, 0.001), "log"),
+        ((-0.03, -0.01, 0.002), "linear"),
+        ((-5.0, 0.001, 0.2), "symlog"),
+        ((0.0, 0.0), "linear"),
+        ((float("nan"), 0.5), "log"),
+    ],
+)
+def test_y_scale_follows_the_data(means, scale):
+    from cfl_lightning.analysis.plot import y_scale
+
+    chosen, linthresh = y_scale(means)
+    assert chosen == scale
+    if scale == "symlog":
+        assert linthresh == 0.001
+
+
+def test_undrawable_points_are_counted(tmp_path):
+    from cfl_lightning.analysis.plot import plot_curves, undrawable
+
+    def row(x, mean):
+        return ag.CurveRow("symbol:a", "M", "causal_exact", "occurrences", 500, x, x, x, mean,
+                           0.0, 2)
+
+    rows = [row(10.0, -0.1), row(20.0, 0.2), row(40.0, float("nan"))]
+    assert undrawable(rows) == 1
+    assert undrawable(rows[:2]) == 0
+    check_png(plot_curves(rows, tmp_path / "u.png"), min_bytes=5_000)
+
+
+def _visits_runs():
+    """Causal and correlational runs about state:odd with known, zero and unknown test visits."""
+    items = []
+    for a, visits in enumerate((0, 3, 12, 40, None)):
+        item = result(automaton=f"A{a}", count=100, kl_target=0.0 if visits == 0 else 0.1)
+        item["target_test_visits"] = visits
+        if visits == 0:
+            item["kl_target_unweighted"] = None  # unknown
+        items.append(item)
+    for a, visits in enumerate((0, 0, 2, 9, 30, 50)):
+        item = result(automaton=f"C{a}", intervention="none", realized=40 + 20 * a, kl_target=0.2)
+        item["target_test_visits"] = visits
+        items.append(item)
+    return items
+
+
+def test_min_visits_excludes_the_same_way_in_both_arms():
+    best = ag.best_of_repeats(records(_visits_runs()))
+    split = ag.split_by_visits(best, 5)
+    lstm = ("state:odd", "LSTMLanguageModel")
+    assert split.excluded == {(*lstm, "causal_exact", 500): 2, (*lstm, "correlational", 500): 3}
+    assert split.unknown == {(*lstm, "causal_exact", 500): 1}
+    rows = ag.aggregate(best, min_visits=5, bins=2)
+    causal = [r for r in rows if r.setting == "causal_exact"]
+    assert causal[0].n == 3 and causal[0].excluded_min_visits == 2  # 12, 40 and unknown
+    corr = [r for r in rows if r.setting == "correlational"]
+    assert sum(r.n for r in corr) == 3 and {r.excluded_min_visits for r in corr} == {3}
+    # --min-visits 0 keeps every run, but an unvisited target still has no value (never 0)
+    rows = ag.aggregate(best, min_visits=0, metric="kl_target", bins=2)
+    causal = [r for r in rows if r.setting == "causal_exact"]
+    assert causal[0].n == 4 and causal[0].no_value == 1
+    assert causal[0].mean == pytest.approx(0.1)  # the unvisited 0.0 is not averaged in
+    corr = [r for r in rows if r.setting == "correlational"]
+    assert sum(r.n for r in corr) == 4 and {r.no_value for r in corr} == {2}
+
+
+def test_analyze_reports_min_visits_exclusions_per_curve(tmp_path, capsys):
+    items = _visits_runs()
+    trans = result(automaton="A0", model="TransformerLanguageModel", count=100, kl_target=0.3)
+    trans["target_test_visits"] = 1
+    items.append(trans)
+    write_results(tmp_path / "runs", items)
+    out = tmp_path / "v.png"
+    code, err = run_main(
+        ["analyze", str(tmp_path / "runs"), "--output", str(out), "--min-visits", "5",
+         "--bins", "2"],
+        capsys,
+    )
+    assert code == 0, err
+    assert (
+        "--min-visits 5 left out 6 run(s) whose target the test strings visit fewer than 5 "
+        "time(s): state:odd LSTM causal_exact 2 of 5, state:odd LSTM correlational 3 of 6, "
+        "state:odd Transformer causal_exact 1 of 1" in err
+    )
+    assert "1 run(s) record no target_test_visits (older results.json): kept" in err
+    rows = read_csv(out.with_suffix(".csv"))
+    per_curve = {(r["model"], r["setting"]): r["excluded_min_visits"] for r in rows}
+    assert per_curve == {
+        ("LSTMLanguageModel", "causal_exact"): "2",
+        ("LSTMLanguageModel", "correlational"): "3",
+    }
+    # the default (1) leaves out only the unvisited runs
+    code, err = run_main(["analyze", str(tmp_path / "runs"), "--output", str(out)], capsys)
+    assert code == 0 and "--min-visits 1 left out 3 run(s)" in err
+    code, err = run_main(
+        ["analyze", str(tmp_path / "runs"), "--output", str(out), "--min-visits", "-1"], capsys
+    )
+    assert code == 2 and "--min-visits must be 0 or more" in err
+
+
+def test_unvisited_targets_are_unknown_never_zero():
+    # older results: a weighted 0.0 beside a null unweighted value marks an unvisited target
+    legacy = result(kl_target=0.0)
+    legacy["kl_target_unweighted"] = None
+    rec = ag.record_from_results(legacy, "old")
+    assert (rec.kl_target, rec.kl_target_unweighted, rec.target_test_visits) == (None, None, None)
+    # a zero count of test visits makes both unknown, whatever the file says
+    zero = result(kl_target=0.0)
+    zero["target_test_visits"] = 0
+    rec = ag.record_from_results(zero, "new")
+    assert (rec.kl_target, rec.kl_target_unweighted, rec.target_test_visits) == (None, None, 0)
+    # negative control: a visited target keeps a genuine 0.0
+    ok = result(kl_target=0.0)
+    ok["kl_target_unweighted"], ok["target_test_visits"] = 0.0, 7
+    rec = ag.record_from_results(ok, "ok")
+    assert (rec.kl_target, rec.kl_target_unweighted) == (0.0, 0.0)
+    # a correlational run re-targeted: per-event visits from test_visits, unknown without it
+    corr = result(
+        intervention="none",
+        event=None,
+        realized=10,
+        kl={"state": {"odd": 0.1, "even": 0.0}},
+        occurrences={"count": {"state:odd": 10, "state:even": 0}, "strings": {}},
+    )
+    corr["kl_unweighted"] = {"state": {"odd": 0.3, "even": None}}
+    corr["test_visits"] = {"state": {"odd": 25, "even": 0}}
+    rec = ag.record_from_results(corr, "corr")
+    even = ag.for_target(rec, "state:even")
+    assert (even.kl_target, even.kl_target_unweighted, even.target_test_visits) == (None, None, 0)
+    odd = ag.for_target(rec, "state:odd")
+    assert (odd.kl_target, odd.kl_target_unweighted, odd.target_test_visits) == (0.1, 0.3, 25)
+    del corr["test_visits"]
+    assert ag.for_target(ag.record_from_results(corr, "c"), "state:odd").target_test_visits is None

@@ -10,7 +10,8 @@ import torch
 
 from cfl_lightning.automata import Event, parity_starfree_pfsa, random_pfsa
 from cfl_lightning.sampling.feasibility import max_occurrences
-from cfl_lightning.semiring import backward_fast, backward_lehmann
+from cfl_lightning.semiring import backward_fast, backward_lehmann, initial_count_law
+from cfl_lightning.semiring.powers import power_rows
 from tests.conftest import short_pfsa
 from tests.reference import count_pmf
 
@@ -94,3 +95,70 @@ def test_integer_valued_event_lehmann_matches_dp():
     fn = Event.parse("symbol:a").function(pfsa) * 2 + Event.parse("state:s").function(pfsa)
     generic = backward_lehmann(pfsa, fn, 9)[pfsa.initial, :9].numpy()
     np.testing.assert_allclose(generic, count_pmf(pfsa, fn, 8), rtol=1e-9, atol=1e-15)
+
+
+# ------------------------------------------------------------------------- doubling, streaming
+def naive_rows(start, matrix, count):
+    rows = [start]
+    for _ in range(count - 1):
+        rows.append(rows[-1] @ matrix)
+    return torch.stack(rows)
+
+
+@pytest.mark.parametrize("block", [None, 1, 4, 4096])
+def test_power_rows_match_sequential_products(block, device):
+    gen = torch.Generator().manual_seed(0)
+    matrix = torch.rand(7, 7, dtype=torch.float64, generator=gen) * 0.25
+    matrix[2, :] = 0.0  # a row that kills mass: exact zeros must survive
+    start = torch.rand(7, dtype=torch.float64, generator=gen)
+    rows, (power, scale) = power_rows(start.to(device), matrix.to(device), 37, block)
+    dense = (rows.values * rows.log_scale[:, None].exp()).cpu()
+    expected = naive_rows(start, matrix, 37)
+    torch.testing.assert_close(dense, expected, rtol=1e-12, atol=0.0)
+    if block is None:  # 37 rows are made by doubling to 64: the power returned is A^64
+        torch.testing.assert_close(
+            (power * scale.exp()).cpu(), torch.linalg.matrix_power(matrix, 64), rtol=1e-10, atol=0.0
+        )
+
+
+@pytest.mark.parametrize("make,spec", CASES)
+@pytest.mark.parametrize("tail", [False, True])
+def test_initial_count_law_matches_forward_dp(make, spec, tail, device):
+    pfsa = make().to(device)
+    fn = Event.parse(spec).function(pfsa)
+    reference = count_pmf(make(), fn.cpu(), 400)
+    if tail:
+        reference = reference[::-1].cumsum()[::-1]  # P(count >= n); mass beyond 400 < 1e-18
+    log_law, _ = initial_count_law(pfsa, fn, 41, tail=tail)
+    assert log_law.numel() >= 41 and not torch.isnan(log_law).any()
+    got = log_law[:41].exp().cpu().numpy()
+    np.testing.assert_allclose(got, reference[:41], rtol=1e-8, atol=1e-15)
+    # Negative control: a shifted law is far from the reference.
+    assert not np.allclose(log_law[1:42].exp().cpu().numpy(), reference[:41], rtol=1e-3)
+
+
+def test_initial_count_law_far_tail_and_bins_by_doubling(device):
+    """eta = 1 closed form at n up to 10^6 (0.9^n ~ 10^-45757), both routes, no NaN or inf."""
+    pfsa = parity_starfree_pfsa(1.0).to(device)
+    fn = Event.parse("state:rep").function(pfsa)
+    n = 1_000_000
+    log_law, last = initial_count_law(pfsa, fn, n + 1)
+    k = torch.tensor([0, 1, 1000, 123_456, 999_999, n])
+    expected = math.log(0.1) + k.double() * math.log(0.9)
+    torch.testing.assert_close(log_law.cpu()[k], expected, rtol=1e-10, atol=1e-9)
+    assert torch.isfinite(log_law).all() and torch.isfinite(last.log_scale).all()
+    for block in (None, 4096):
+        bins = backward_fast(pfsa, fn, 300_001, block=block)
+        logp = bins.log_column(pfsa.initial).cpu()
+        torch.testing.assert_close(logp[k[:4]], expected[:4], rtol=1e-10, atol=1e-9)
+        assert torch.isfinite(bins.values).all() and not torch.isnan(bins.log_scale).any()
+
+
+def test_doubling_keeps_structural_zeros(device):
+    pfsa = parity_starfree_pfsa(0.0).to(device)  # 'rep' unreachable: P(count > 0) = 0 exactly
+    fn = Event.parse("state:rep").function(pfsa)
+    log_law, _ = initial_count_law(pfsa, fn, 5000)
+    assert float(log_law[0]) == pytest.approx(0.0, abs=1e-12)
+    assert torch.all(log_law[1:] == -math.inf)
+    bins = backward_fast(pfsa, fn, 5000, block=None)
+    assert torch.all(bins.dense()[1:, pfsa.initial] == 0)

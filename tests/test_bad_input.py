@@ -196,7 +196,7 @@ REFUSALS = [
     ("draw-binary-input", ["draw", "binary.json", "--output", "b.svg"], "not a text file"),
     ("draw-latin1-input", ["draw", "latin1.json", "--output", "b.svg"], "not UTF-8"),
     ("draw-directory-input", ["draw", "dir", "--output", "b.svg"], "is a directory"),
-    ("sweep-binary-file", ["sweep", "binary.json", "--output", "sw"], "cannot read"),
+    ("sweep-binary-file", ["sweep", "binary.json", "--output", "sw"], "not a text file"),
     ("sweep-directory", ["sweep", "dir", "--output", "sw"], "is a directory"),
     ("sweep-output-is-a-file", ["sweep", "big.yaml", "--output", "keep.jsonl", "--max-points",
      str(10**10), "--dry-run"], "not a directory"),

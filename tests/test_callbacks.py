@@ -27,7 +27,7 @@ from cfl_lightning.metrics import DecomposedKL, EpochLoss
 from cfl_lightning.results import RESULT_KEYS
 
 ROOT = Path(__file__).resolve().parents[1]
-PRE = json.loads((ROOT / "tests" / "data" / "prerefactor_results.json").read_text())
+PRE = json.loads((ROOT / "tests" / "data" / "shipped_results.json").read_text())
 
 
 class NoisyAutomaton(L.LightningModule):
@@ -85,7 +85,8 @@ def _dm(pfsa_path: Path, event: str, **kw) -> PFADataModule:
 @pytest.mark.parametrize(
     "make, event, via",
     [
-        (lambda: random_pfsa(7, 3, 11, 5), "state:q2", "forward"),
+        # (q2 is unreachable there: its contribution is unknown, not logged)
+        (lambda: random_pfsa(7, 3, 11, 5), "state:q3", "forward"),
         (lambda: resampled_parity_starfree_pfsa(9), "symbol:b", "batch"),
     ],
     ids=["random7x3-forward", "parity9-next_symbol_logits"],
@@ -196,11 +197,12 @@ def test_merged_metric_states_equal_one_pass(parity):
 
 
 @pytest.mark.parametrize("model", ["LSTMLanguageModel", "TransformerLanguageModel"])
-def test_shipped_models_reproduce_pre_refactor_results(model, tmp_path, capsys, monkeypatch):
-    """The values recorded by the pre-refactor code (commit in tests/data) for a fixed seed.
+def test_shipped_models_reproduce_recorded_results(model, tmp_path, capsys, monkeypatch):
+    """The shipped models' results.json for a fixed seed equals the recorded values.
 
-    Differences of ~1e-7 relative come from the callback's log_softmax of the models'
-    log-probabilities and float64 epoch sums."""
+    The callback refactor (issue 10) matched the pre-refactor code's values to 5e-7 relative;
+    the recording was renewed once the new sampler (other corpora for a seed) and the exact LR
+    schedule landed (the note in tests/data/shipped_results.json)."""
     monkeypatch.chdir(ROOT)
     args = [a.replace("MODEL", model) for a in PRE["args"]]
     assert main(["fit", *args, f"--trainer.default_root_dir={tmp_path}"]) == 0
@@ -334,3 +336,22 @@ def test_cli_model_switch_without_num_symbols(tmp_path, capsys, monkeypatch):
     assert results["config"]["model"]["init_args"] == {"width": 4, "lr": 0.01}  # config's lr kept
     assert results["num_parameters"] == 5 * 4 + 4 * 3 + 3
     assert results["kl_total"] is not None and len(results["kl"]["state"]) == 4
+
+
+def test_readme_data_module_example_runs_quietly(tmp_path):
+    """The README's PFADataModule example as written: it creates the a.json it reads, trains,
+    and Lightning does not warn about a val_dataloader without validation_step."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Using `PFADataModule` in your own Lightning project", 1)[1]
+    code = re.findall(r"```python\n(.*?)```", section, re.S)[0]
+    (tmp_path / "example.py").write_text(code)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1",
+           "WANDB_MODE": "disabled", "CFL_LIGHTNING_CACHE": "none"}
+    proc = subprocess.run([sys.executable, "example.py"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (tmp_path / "a.json").exists()
+    assert "no `validation_step`" not in proc.stderr and "Skipping val loop" not in proc.stderr
+    summary = eval(proc.stdout.strip().splitlines()[-1])  # noqa: S307 - the dict printed
+    assert summary["automaton"] == "a.json" and summary["realized_count"] == 1200
+    assert not {"generator", "eta", "num_states", "topology_seed", "weight_seed"} & set(summary)

@@ -1,4 +1,5 @@
-"""Every YAML config under configs/ parses against the training CLI and follows the paper."""
+"""Every YAML config under configs/ parses against the training CLI and follows the paper; no
+config or sweep stops training before early stopping does."""
 
 from __future__ import annotations
 
@@ -14,7 +15,18 @@ import yaml
 from cfl_lightning.cli.train import build_cli
 from cfl_lightning.models import LanguageModel
 
-CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml"))
+REPO = Path(__file__).resolve().parents[1]
+CONFIGS = sorted((REPO / "configs").glob("*.yaml"))
+SWEEPS = sorted((REPO / "sweeps").rglob("*.yaml"))
+# The paper trains until 10 validations pass without improvement. An epoch cap below this would
+# bind before early stopping does (and, since an intervention changes the corpus length and so
+# the steps per epoch, it would confound the causal curves).
+MIN_EPOCH_CAP = 1000
+
+
+def _uncapped(value) -> bool:
+    """A max_epochs / max_steps value that does not stop training before early stopping."""
+    return value is None or value == -1 or (isinstance(value, int) and value >= MIN_EPOCH_CAP)
 
 
 def test_the_three_case_studies_are_there():
@@ -33,7 +45,8 @@ def test_config_parses_and_instantiates(path, tmp_path, monkeypatch):
     assert model.num_parameters <= model.param_budget == 128_000
     assert raw["trainer"]["default_root_dir"] == f"runs/{path.stem}"
     assert trainer.gradient_clip_val == 5 and trainer.gradient_clip_algorithm == "norm"
-    assert 30 <= trainer.max_epochs <= 60
+    assert _uncapped(raw["trainer"].get("max_epochs")) and _uncapped(trainer.max_epochs)
+    assert raw["trainer"].get("max_steps") in (None, -1) and trainer.max_steps == -1
     loggers = {type(lg).__name__: lg for lg in trainer.loggers}
     assert set(loggers) == {"CSVLogger", "WandbLogger"}
     assert type(trainer.loggers[0]).__name__ == "CSVLogger"  # holds config, checkpoints, results
@@ -58,3 +71,42 @@ def test_config_parses_and_instantiates(path, tmp_path, monkeypatch):
     natural = data.expected_count if hp.intervention == "exact" else None
     if natural is not None:
         assert 1.2 <= hp.count / natural <= 2.0
+
+
+def test_the_sweeps_are_there():
+    names = {p.stem for p in SWEEPS}
+    assert len(names) >= 11 and {"parity_starfree_small_causal"} <= names
+
+
+def _sweep_values(spec) -> list:
+    """The values a W&B sweep parameter can take (value, values, or a distribution's bounds)."""
+    if not isinstance(spec, dict):
+        return [spec]
+    if "value" in spec:
+        return [spec["value"]]
+    if "values" in spec:
+        return list(spec["values"])
+    return [spec[k] for k in ("min", "max") if k in spec]
+
+
+@pytest.mark.parametrize("path", SWEEPS, ids=[p.stem for p in SWEEPS])
+def test_sweep_trains_until_early_stopping(path):
+    raw = yaml.safe_load(path.read_text())
+    params = raw.get("parameters", {})
+    for name in ("trainer.max_epochs", "trainer.max_steps"):
+        for value in _sweep_values(params.get(name)):
+            assert _uncapped(value), f"{path.name}: {name} = {value} caps training"
+    command = [str(c) for c in raw.get("command", [])]
+    assert not [c for c in command if "max_epochs" in c or "max_steps" in c], command
+    # the config each run starts from is one of configs/, which are checked above
+    config = command[command.index("--config") + 1]
+    trainer = yaml.safe_load((REPO / config).read_text())["trainer"]
+    assert _uncapped(trainer.get("max_epochs")) and trainer.get("max_steps") in (None, -1)
+
+
+@pytest.mark.parametrize(
+    "value,ok", [(None, True), (-1, True), (1000, True), (5000, True), (999, False), (30, False)]
+)
+def test_epoch_cap_rule(value, ok):
+    """Negative control for the rule the two tests above apply."""
+    assert _uncapped(value) is ok

@@ -445,3 +445,61 @@ def test_evaluation_shares_are_disjoint_and_cover_every_batch(tmp_path):
         assert len(seen) == len(full)  # nothing repeated, nothing left out
         key = lambda t: (tuple(t.shape), t.flatten().tolist())  # noqa: E731
         assert sorted(map(key, seen)) == sorted(map(key, full))
+
+
+def greedy_reference(positions: torch.Tensor, max_tokens: int) -> list[list[int]]:
+    """The greedy cut in plain Python (one string at a time)."""
+    order = torch.sort(positions, stable=True).indices.tolist()
+    batches, current, used = [], [], 0
+    for i in order:
+        size = int(positions[i])
+        if current and used + size > max_tokens:
+            batches.append(current)
+            current, used = [], 0
+        current.append(i)
+        used += size
+    return batches + ([current] if current else [])
+
+
+@pytest.mark.parametrize("max_tokens", [1, 7, 64, 10_000])
+def test_length_batches_match_the_plain_greedy_cut(max_tokens):
+    positions = torch.randint(1, 40, (3000,), generator=torch.Generator().manual_seed(max_tokens))
+    got = [b.tolist() for b in length_batches(positions, max_tokens)]
+    assert got == greedy_reference(positions, max_tokens)
+    assert length_batches(torch.zeros(0, dtype=torch.long), 5) == []
+
+
+def test_tensorize_on_the_sampling_device_equals_the_cpu(device):
+    from cfl_lightning.data.batching import tensorize
+
+    pfsa = random_pfsa(12, 4, 3, 4)
+    fn = Event.parse("state:q2").function(pfsa)
+    corpus = sampling.sample_corpus(pfsa, 500, seed=0, event="state:q2", device=device)
+    cpu = tensorize(corpus, pfsa, fn)
+    here = tensorize(corpus, pfsa.to(device), fn, device=device)
+    for name in ("inputs", "targets", "states", "offsets", "counts"):
+        assert getattr(here, name).device.type == "cpu"
+        assert torch.equal(getattr(here, name), getattr(cpu, name)), name
+    assert torch.equal(cpu.counts, corpus.counts)
+    for k in (0, 1, 499):
+        lo, hi = int(cpu.offsets[k]), int(cpu.offsets[k + 1])
+        assert cpu.states[lo:hi].tolist() == reference_states(pfsa, corpus.string(k))
+
+
+@pytest.mark.parametrize(
+    "kwargs, source",
+    [
+        (dict(generator="parity", eta=0.3), {"generator", "eta"}),
+        (dict(generator="parity_resampled", weight_seed=2), {"generator", "weight_seed"}),
+        (dict(generator="random", num_states=6, num_symbols=3),
+         {"generator", "num_states", "num_symbols", "topology_seed", "weight_seed"}),
+    ],
+)
+def test_summary_lists_only_the_arguments_of_the_automaton_source(kwargs, source):
+    all_source = {"automaton", "generator", "eta", "num_states", "num_symbols", "topology_seed",
+                  "weight_seed"}
+    dm = PFADataModule(cache_dir="none", device="cpu", num_strings=5, val_strings=0,
+                       test_strings=0, **kwargs)
+    summary = dm.summary()
+    assert set(summary) & all_source == source
+    assert {"intervention", "seed", "max_tokens", "alphabet_size"} <= set(summary)

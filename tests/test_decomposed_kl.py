@@ -366,3 +366,26 @@ def test_log_dict_and_target_values():
     assert kl_target_names("symbol:b", A) == ("kl/symbol/b", "kl_unweighted/symbol/b")
     with pytest.raises(EventError):
         target_values(out, "state:nowhere", A)
+
+
+def test_symbol_unweighted_averages_over_visited_states_only():
+    """An unvisited state's per-transition contribution is unknown, not 0: U(s) is the
+    p_pi(q, s)-weighted mean of U(q, s) over the states the strings visit."""
+    A = parity_starfree_pfsa(0.3)
+    states, mask = batch_strings(A, [(0,), (0, 0, 0), (0, 0)])  # init and rep only
+    model = A.next_symbol_probs().clone()
+    model[:, 0], model[:, -1] = 0.5 * model[:, 0] + 0.25, 0.5 * model[:, -1] + 0.25
+    model = model / model.sum(1, keepdim=True)
+    out = decomposed_kl(A, state_model(model, states, mask), states, mask)
+    probs, visits = A.next_symbol_probs().double(), A.expected_visits().double()
+    visited = torch.zeros(A.num_states, dtype=torch.bool)
+    visited[states[mask].unique()] = True
+    ratio = torch.where(probs > 0, (probs / model.double()).log(), torch.zeros_like(probs))
+    weight = torch.where(visited[:, None], visits[:, None] * probs, torch.zeros_like(probs))
+    expected = (weight * ratio).sum(0) / weight.sum(0)
+    a = A.alphabet.index("a")
+    assert visited.tolist() == [True, False, False, True] and (visits[1:3] > 0).all()
+    assert_close(out["symbol_unweighted"][a], expected[a], atol=1e-12, rtol=0)
+    # negative control: dividing by every state's weight shrinks it towards 0
+    everywhere = (weight * ratio).sum(0)[a] / (visits * probs[:, a]).sum()
+    assert abs(float(everywhere) - float(expected[a])) > 1e-3

@@ -19,6 +19,7 @@ from cfl_lightning.automata import Event, parity_starfree_pfsa, random_pfsa
 from cfl_lightning.errors import InterventionError, RejectionExhaustedError
 from cfl_lightning.sampling import sample_corpus
 from cfl_lightning.sampling.counts import CountLaw, split_at_least, split_exact
+from cfl_lightning.sampling import paths
 from cfl_lightning.sampling.paths import sample_paths
 from cfl_lightning.semiring import backward_fast
 from tests.conftest import short_pfsa
@@ -49,8 +50,28 @@ def test_unconstrained_string_law(small, device):
         assert int(corpus.counts[k]) == strings[s][1] if s in strings else True
 
 
+def recount(pfsa, fn, strings):
+    """Event occurrences of each string by a plain walk (independent of the sampler)."""
+    out = []
+    for string in strings:
+        q, c = pfsa.initial, 0
+        for s in string:
+            c += int(fn[q, s])
+            q = int(pfsa.next_state[q, s])
+        out.append(c)
+    return out
+
+
+@pytest.fixture(params=["table", "per-step"])
+def chain_mode(request, monkeypatch):
+    """Run a test with the tabulated lifted chain and with rows computed per step."""
+    if request.param == "per-step":
+        monkeypatch.setattr(paths, "TABLE_MAX", 0)
+    return request.param
+
+
 @pytest.mark.parametrize("spec,n", [("state:t", 0), ("state:t", 2), ("symbol:a", 5), ("transition:s:b", 1)])
-def test_conditioned_path_law(small, spec, n, device):
+def test_conditioned_path_law(small, spec, n, device, chain_mode):
     """Theorem 'Constrained Sampling': strings with budget n follow p(x | count = n)."""
     fn, pmf = law_of(small, spec)
     strings = enumerate_strings(small, fn, 12)
@@ -61,6 +82,7 @@ def test_conditioned_path_law(small, spec, n, device):
     corpus = sample_paths(pfsa, 20_000, gen, event_fn=fn.to(device), budgets=budgets, bins=bins)
     assert torch.all(corpus.counts == n)
     observed = Counter(map(tuple, corpus.to("cpu").to_lists()))
+    assert set(recount(small, fn, list(observed))) == {n}
     expected = {s: p / pmf[n] for s, (p, c) in strings.items() if c == n}
     assert chi_square_pvalue(observed, expected, len(corpus)) > ALPHA
     # Negative control: the unconditioned law is rejected.
@@ -68,7 +90,7 @@ def test_conditioned_path_law(small, spec, n, device):
     assert chi_square_pvalue(observed, wrong, len(corpus)) < ALPHA
 
 
-def test_at_least_path_law(small):
+def test_at_least_path_law(small, chain_mode):
     """Theorem 'Constrained String Sampling (2)': budgets are lower bounds (tails, clamped)."""
     fn, pmf = law_of(small, "symbol:a")
     strings = enumerate_strings(small, fn, 14)
@@ -80,6 +102,7 @@ def test_at_least_path_law(small):
         at_least=True,
     )
     assert torch.all(corpus.counts >= n)
+    assert corpus.counts[:200].tolist() == recount(small, fn, corpus.to_lists()[:200])
     tail = 1.0 - pmf[:n].sum()
     expected = {s: p / tail for s, (p, c) in strings.items() if c >= n}
     observed = Counter(map(tuple, corpus.to_lists()))
@@ -322,3 +345,100 @@ def test_inverse_cdf_never_picks_zero_weights():
                         generator=torch.Generator().manual_seed(0)))
     counts = torch.bincount(draws, minlength=5)
     assert counts[0] == counts[2] == counts[4] == 0 and abs(int(counts[1]) - 10_000) < 400
+
+
+@pytest.mark.parametrize("k,factor", [(1_000, 175), (2, 0)])
+def test_far_above_natural_corpus_is_exact(random50, device, k, factor):
+    """N ~ 10^5 over 1,000 strings (175x natural) and N = 0: exact totals, valid strings."""
+    event = Event.parse("state:q9")
+    n = int(factor * event.expected_count(random50) * k)
+    c = sample_corpus(
+        random50, k, seed=3, intervention="exact", event=event, count=n, device=device
+    )
+    assert c.total_count == n and len(c) == k
+    fn = event.function(random50)
+    assert c.counts[:100].tolist() == recount(random50, fn, c.to_lists()[:100])
+
+
+@pytest.mark.parametrize("clamp", [False, True])
+def test_lifted_table_equals_rows_per_step(random50, clamp):
+    fn = Event.parse("state:q9").function(random50)
+    bins = backward_fast(random50, fn, 40, tail=clamp)
+    lazy = paths.LiftedChain(random50, fn, bins, clamp)
+    table = lazy.tabulate()
+    z = torch.arange(40 * random50.num_states)
+    assert torch.equal(table.cdf(z), lazy.cdf(z))
+    assert not torch.isnan(table.cdf(z)).any() and torch.all(table.cdf(z)[:, -1] == 1.0)
+    gen = torch.Generator().manual_seed(0)
+    a = torch.randint(0, random50.num_symbols, (z.numel(),), generator=gen)
+    assert torch.equal(table.move(z, a), lazy.move(z, a))
+
+
+def test_guided_pick_equals_the_full_count():
+    from cfl_lightning.sampling.draw import guided_pick
+
+    gen = torch.Generator().manual_seed(0)
+    weights = torch.rand(30, 40, dtype=torch.float64, generator=gen) ** 8  # crowded buckets
+    weights[:, ::3] = 0.0  # zero weights are never picked
+    weights[5] = 0.0
+    weights[5, 7] = 1.0
+    cum = weights.cumsum(1)
+    cdf = cum / cum[:, -1:]
+    rows = torch.randint(0, 30, (20_000,), generator=gen)
+    u = torch.rand(20_000, dtype=torch.float64, generator=gen)
+    u[:3] = torch.tensor([0.0, 1.0 - 2.0**-53, 0.5], dtype=torch.float64)
+    full = (cdf[rows] <= u[:, None]).sum(1)
+    got = guided_pick(cdf, rows, u)
+    assert torch.equal(got, full)
+    assert not bool((weights[rows, got] == 0).any())
+
+
+def test_both_walk_assemblies_agree(random50):
+    """The per-step scatter (CPU) and the concatenated scatter (GPU) build the same corpus."""
+    records: dict = {}
+    real = paths._assemble
+
+    def keep(*args):
+        records["args"] = args
+        return real(*args)
+
+    paths._assemble = keep
+    try:
+        paths.sample_paths(random50, 3000, torch.Generator().manual_seed(0))
+    finally:
+        paths._assemble = real
+    num, ids, syms, _, dev = records["args"]
+    a = paths._scatter_steps(num, ids, syms, dev)
+    b = paths._scatter_once(num, ids, syms, dev)
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+    assert paths._scatter_once(4, [], [], dev)[1].tolist() == [0, 0, 0, 0, 0]
+
+
+def test_split_law_with_the_gpu_choices_on_a_cpu(monkeypatch):
+    """The launch-saving choices (no guide tables, bigger chunks) draw the same law."""
+    from cfl_lightning.sampling import counts
+
+    from tests.test_count_law import test_on_device_split_law_by_position
+
+    monkeypatch.setattr(counts, "few_launches", lambda device: True)
+    test_split_exact_joint_law_and_exchangeability(short_pfsa())
+    test_on_device_split_law_by_position("cpu", 64)
+
+
+@pytest.mark.parametrize(
+    "intervention,count", [("exact", 300), ("at_least", 300), ("at_least_once", 150)]
+)
+def test_every_intervention_meets_its_constraint_on_device(random50, device, intervention, count):
+    """Hard constraints and independent recounts for each intervention on each device."""
+    event = Event.parse("state:q9")
+    c = sample_corpus(
+        random50, 200, seed=5, intervention=intervention, event=event, count=count, device=device
+    )
+    counts = c.counts.tolist()
+    assert counts == recount(random50, event.function(random50), c.to_lists())
+    if intervention == "exact":
+        assert sum(counts) == count
+    elif intervention == "at_least":
+        assert sum(counts) >= count
+    else:
+        assert sum(x > 0 for x in counts) == count

@@ -188,6 +188,8 @@ def test_lstm_learns_parity_starfree_with_default_config(tmp_path, capsys):
               f"wall={elapsed:.1f}s")
     assert results["realized_count"] == results["count"] == 1500
     assert results["kl_total"] < 0.05
+    # trained until early stopping (the paper's recipe), not until the 1000-epoch safety bound
+    assert results["stopped_early"] is True and results["epochs"] < 1000 and results["steps"] > 0
 
 
 def test_default_root_dir_moves_every_output(tmp_path, capsys, monkeypatch):

@@ -18,6 +18,18 @@ Exact-count runs count total occurrences of the target; at-least-once runs count
 strings that contain it. The two have different x axes (``x_kind`` ``"occurrences"`` /
 ``"strings"``); a correlational curve on the ``"strings"`` axis needs the runs' realized string
 counts (``realized_strings``), when the results hold them.
+
+The y axis defaults to ``kl_target_unweighted``: the paper's per-state / per-transition /
+per-symbol contribution (eq. kl-state-main and appendix "Targeted KL Divergence via
+Decomposition"), an average over the test positions at which the target is at stake.
+``kl_target`` is that contribution times its weight ``p_pi`` (the state's expected visits per
+string), which in the correlational arm grows with the realized count and so couples y to x.
+
+A target that the test strings never visit has an *unknown* contribution. Such runs are left
+out, never scored 0: a run whose ``target_test_visits`` is below ``min_visits`` is excluded from
+its curve (the same rule for causal and correlational runs), a null metric is left out, and in
+older results (no ``target_test_visits``) a weighted value of exactly 0 beside a null unweighted
+one -- the mark of an unvisited target -- is read as null.
 """
 
 from __future__ import annotations
@@ -42,6 +54,7 @@ __all__ = [
     "RunRecord",
     "CurveRow",
     "METRICS",
+    "DEFAULT_METRIC",
     "SETTINGS",
     "BINNINGS",
     "record_from_results",
@@ -54,11 +67,17 @@ __all__ = [
     "default_targets",
     "bin_edges",
     "mean_sem",
+    "curve_key",
+    "VisitSplit",
+    "split_by_visits",
+    "quantity_name",
     "aggregate",
     "write_table",
 ]
 
 METRICS = ("kl_target", "kl_target_unweighted", "kl_total")
+# the paper's per-state / per-transition / per-symbol contribution (unweighted)
+DEFAULT_METRIC = "kl_target_unweighted"
 # intervention -> setting; the setting fixes the meaning of x.
 SETTINGS = {
     "exact": "causal_exact",
@@ -89,6 +108,8 @@ class RunRecord:
     realized_strings: int | None = None
     seed: int | None = None
     repeats: int = 1
+    # test positions at which the target is at stake (null: unknown, e.g. older results.json)
+    target_test_visits: int | None = None
     # every event's (realized count, strings containing it) and (weighted, unweighted) KL, from
     # ``occurrences`` / ``kl`` / ``kl_unweighted``: lets one unconstrained run serve all targets
     occurrences: Mapping[str, tuple[int | None, int | None]] | None = field(
@@ -97,6 +118,8 @@ class RunRecord:
     target_kl: Mapping[str, tuple[float | None, float | None]] | None = field(
         default=None, compare=False, repr=False
     )
+    # every event's test visits, from ``test_visits`` (``{spec: n}``), when the results hold it
+    test_visits: Mapping[str, int | None] | None = field(default=None, compare=False, repr=False)
 
     @property
     def setting(self) -> str:
@@ -118,6 +141,12 @@ class CurveRow:
     mean: float
     sem: float
     n: int
+    # which value is plotted: the results key and the paper's name for it
+    metric: str = DEFAULT_METRIC
+    quantity: str = ""
+    # runs of this curve (all its points) left out: below --min-visits, and without a value
+    excluded_min_visits: int = 0
+    no_value: int = 0
 
 
 # --------------------------------------------------------------------------- parsing
@@ -179,6 +208,10 @@ def record_from_results(data: Mapping[str, Any], source: str) -> RunRecord:
     ]
     if missing:
         raise CflError(f"{source}: missing {', '.join(missing)}")
+    visits = _int(data.get("target_test_visits"))
+    weighted, unweighted = _known(
+        _float(data.get("kl_target")), _float(data.get("kl_target_unweighted")), visits
+    )
     return RunRecord(
         source=source,
         model=model,
@@ -189,13 +222,42 @@ def record_from_results(data: Mapping[str, Any], source: str) -> RunRecord:
         num_strings=_int(data.get("num_strings")),
         automaton_id=str(ident),
         kl_total=_float(data.get("kl_total")),
-        kl_target=_float(data.get("kl_target")),
-        kl_target_unweighted=_float(data.get("kl_target_unweighted")),
+        kl_target=weighted,
+        kl_target_unweighted=unweighted,
         realized_strings=_int(data.get("realized_strings")),
         seed=_int(data.get("seed")),
+        target_test_visits=visits,
         occurrences=_occurrences(data.get("occurrences")),
         target_kl=_target_kl(data.get("kl"), data.get("kl_unweighted")),
+        test_visits=_test_visits(data.get("test_visits")),
     )
+
+
+def _known(
+    weighted: float | None, unweighted: float | None, visits: int | None = None
+) -> tuple[float | None, float | None]:
+    """The target's (weighted, unweighted) contribution, null where it is unknown.
+
+    Unknown: the test strings never visit the target (``visits == 0``), or -- in results written
+    before ``target_test_visits`` existed -- a weighted contribution of exactly 0.0 beside a null
+    unweighted one, which is how those scored an unvisited target.
+    """
+    if visits == 0 or (unweighted is None and weighted == 0.0):
+        return None, None
+    return weighted, unweighted
+
+
+def _test_visits(value: Any) -> dict[str, int | None] | None:
+    """``{spec: n}`` (or ``{kind: {name: n}}``) -> ``{spec: n}``."""
+    if not isinstance(value, Mapping):
+        return None
+    out: dict[str, int | None] = {}
+    for key, item in value.items():
+        if isinstance(item, Mapping):
+            out.update({f"{key}:{name}": _int(n) for name, n in item.items()})
+        else:
+            out[str(key)] = _int(item)
+    return out or None
 
 
 def _occurrences(value: Any) -> dict[str, tuple[int | None, int | None]] | None:
@@ -221,7 +283,7 @@ def _target_kl(
             continue
         other = unweighted.get(kind) if isinstance(unweighted.get(kind), Mapping) else {}
         for name, value in values.items():
-            out[f"{kind}:{name}"] = (_float(value), _float(other.get(name)))
+            out[f"{kind}:{name}"] = _known(_float(value), _float(other.get(name)))
     return out or None
 
 
@@ -279,6 +341,7 @@ def record_from_wandb(
         "num_strings": _lookup(config, "data.num_strings"),
         "automaton_id": ident,
         "seed": _lookup(config, "seed_everything"),
+        "target_test_visits": get("target_test_visits"),
     }
     for metric in METRICS:
         data[metric] = _lookup(summary, metric)
@@ -293,6 +356,7 @@ def record_from_wandb(
             nested[head].setdefault(kind, {})[name] = value
     data["kl"], data["kl_unweighted"] = nested["kl"] or None, nested["kl_unweighted"] or None
     data["occurrences"] = get("occurrences")
+    data["test_visits"] = get("test_visits")
     return record_from_results(data, source)
 
 
@@ -387,17 +451,28 @@ def for_target(record: RunRecord, target: str) -> RunRecord | None:
     """``record`` seen as a run about ``target``, or None when it holds nothing about it.
 
     A run about its own event is returned as is. An unconstrained (correlational) run that
-    recorded every event's occurrences and decomposed KL is re-targeted: its realized counts and
-    target KL become ``target``'s. A causal run is only about its intervened event.
+    recorded every event's occurrences and decomposed KL is re-targeted: its realized counts,
+    target KL and test visits (unknown unless the results hold ``test_visits``) become
+    ``target``'s. A causal run is only about its intervened event.
     """
     if record.event == target:
+        visits = (record.test_visits or {}).get(target)
+        if record.target_test_visits is None and visits is not None:
+            weighted, unweighted = _known(record.kl_target, record.kl_target_unweighted, visits)
+            return replace(
+                record,
+                target_test_visits=visits,
+                kl_target=weighted,
+                kl_target_unweighted=unweighted,
+            )
         return record
     if record.setting != "correlational" or not record.occurrences or not record.target_kl:
         return None
     if target not in record.occurrences or target not in record.target_kl:
         return None
     count, strings = record.occurrences[target]
-    weighted, unweighted = record.target_kl[target]
+    visits = (record.test_visits or {}).get(target)
+    weighted, unweighted = _known(*record.target_kl[target], visits)
     return replace(
         record,
         event=target,
@@ -405,6 +480,7 @@ def for_target(record: RunRecord, target: str) -> RunRecord | None:
         realized_strings=strings,
         kl_target=weighted,
         kl_target_unweighted=unweighted,
+        target_test_visits=visits,
     )
 
 
@@ -482,26 +558,87 @@ def _metric(record: RunRecord, metric: str) -> float | None:
     return getattr(record, metric)
 
 
+_KIND_NAMES = {"state": "per-state", "transition": "per-transition", "symbol": "per-symbol"}
+
+
+def quantity_name(metric: str, target: str | None = None) -> str:
+    """The paper's name of what ``metric`` measures for ``target``.
+
+    ``kl_target_unweighted`` -> ``"per-state contribution"`` (``"per-transition ..."``,
+    ``"per-symbol ..."``: eq. kl-state/transition/symbol-main), ``kl_target`` ->
+    ``"p_pi-weighted per-state contribution"``, ``kl_total`` -> ``"total KL"``.
+    """
+    if metric == "kl_total":
+        return "total KL"
+    kind = (target or "").partition(":")[0]
+    name = f"{_KIND_NAMES.get(kind, 'target')} contribution"
+    return name if metric == "kl_target_unweighted" else f"p_pi-weighted {name}"
+
+
+def curve_key(record: RunRecord) -> tuple[str | None, str, str, int | None]:
+    """The curve a run belongs to: (target, model, setting, training strings)."""
+    return (record.event, record.model, record.setting, record.num_strings)
+
+
+@dataclass(frozen=True)
+class VisitSplit:
+    """Runs kept and left out by :func:`split_by_visits`.
+
+    ``excluded`` and ``unknown`` count runs per :func:`curve_key`: below ``min_visits`` (left
+    out), and without ``target_test_visits`` (kept: results written before the key existed).
+    """
+
+    kept: list[RunRecord]
+    excluded: dict[tuple, int]
+    unknown: dict[tuple, int]
+
+
+def split_by_visits(records: Iterable[RunRecord], min_visits: int = 1) -> VisitSplit:
+    """Leave out runs whose target the test strings visit fewer than ``min_visits`` times.
+
+    The same rule for causal and correlational runs. A run with unknown visits is kept.
+    """
+    kept, excluded, unknown = [], defaultdict(int), defaultdict(int)
+    for record in records:
+        visits = record.target_test_visits
+        if visits is None:
+            unknown[curve_key(record)] += 1
+        elif visits < min_visits:
+            excluded[curve_key(record)] += 1
+            continue
+        kept.append(record)
+    return VisitSplit(kept, dict(excluded), dict(unknown))
+
+
 def aggregate(
     records: Iterable[RunRecord],
     *,
-    metric: str = "kl_target",
+    metric: str = DEFAULT_METRIC,
     bins: int = 8,
     binning: str = "quantile",
     targets: Sequence[str] | None = None,
+    min_visits: int = 1,
 ) -> list[CurveRow]:
     """The curve points: causal per count, correlational per realized-count bin.
 
-    ``records`` should already be reduced with :func:`best_of_repeats`. Runs without a target
-    event, without a finite metric or (correlational) without a realized count are left out.
+    ``records`` should already be reduced with :func:`best_of_repeats`. Runs whose target the
+    test strings visit fewer than ``min_visits`` times (:func:`split_by_visits`), runs without a
+    finite ``metric`` (unknown, never 0) and correlational runs without a realized count are
+    left out; each row says how many runs of its curve were left out for the first two reasons.
     """
-    usable = [
-        r
-        for r in records
-        if r.event is not None
-        and (targets is None or r.event in targets)
-        and _metric(r, metric) is not None
+    if metric not in METRICS:
+        raise ValueError(f"unknown metric {metric!r}; expected one of {METRICS}")
+    records = [
+        r for r in records if r.event is not None and (targets is None or r.event in targets)
     ]
+    split = split_by_visits(records, min_visits)
+    missing: dict[tuple, int] = defaultdict(int)
+    usable = []
+    for r in split.kept:
+        if _metric(r, metric) is None:
+            missing[curve_key(r)] += 1
+        else:
+            usable.append(r)
     causal: dict[tuple, list[float]] = defaultdict(list)
     corr: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
     alo_events = {r.event for r in usable if r.setting == "causal_at_least_once"}
@@ -518,25 +655,30 @@ def aggregate(
                 )
         elif r.count is not None:
             causal[(r.event, r.model, r.setting, r.num_strings, r.count)].append(value)
+
+    def row(event, model, setting, k, x, lo, hi, stats) -> CurveRow:
+        key = (event, model, "correlational" if setting.startswith("correlational") else setting, k)
+        return CurveRow(
+            event,
+            model,
+            setting,
+            X_KIND.get(setting, "occurrences"),
+            k,
+            x,
+            lo,
+            hi,
+            *stats,
+            metric=metric,
+            quantity=quantity_name(metric, event),
+            excluded_min_visits=split.excluded.get(key, 0),
+            no_value=missing.get(key, 0),
+        )
+
     rows = []
     for (event, model, setting, k, count), values in causal.items():
-        mean, sem, n = mean_sem(values)
-        if n:
-            rows.append(
-                CurveRow(
-                    event,
-                    model,
-                    setting,
-                    X_KIND.get(setting, "occurrences"),
-                    k,
-                    float(count),
-                    float(count),
-                    float(count),
-                    mean,
-                    sem,
-                    n,
-                )
-            )
+        stats = mean_sem(values)
+        if stats[2]:
+            rows.append(row(event, model, setting, k, *(float(count),) * 3, stats))
     for (event, model, setting, k), pairs in corr.items():
         x = np.array([p[0] for p in pairs], dtype=float)
         y = np.array([p[1] for p in pairs], dtype=float)
@@ -546,20 +688,17 @@ def aggregate(
             members = index == b
             if not members.any():
                 continue
-            mean, sem, n = mean_sem(y[members].tolist())
+            stats = mean_sem(y[members].tolist())
             rows.append(
-                CurveRow(
+                row(
                     event,
                     model,
                     setting,
-                    X_KIND[setting],
                     k,
                     float(x[members].mean()),
                     float(edges[b]),
                     float(edges[b + 1]),
-                    mean,
-                    sem,
-                    n,
+                    stats,
                 )
             )
     rows.sort(key=lambda r: (r.target, r.model, r.setting, r.num_strings or 0, r.x))

@@ -2,7 +2,12 @@
 
 One panel per target (and per x axis: occurrences or strings containing the target), one colour
 per architecture, causal curves solid with markers, correlational curves dotted, shaded bands of
-one standard error, log y axis -- the layout of the paper's Figures 2, 4 and 5.
+one standard error -- the layout of the paper's Figures 2, 4 and 5.
+
+The y axis of each panel is chosen from its values (:func:`y_scale`): logarithmic when every
+mean is positive, as in the paper; per-transition and per-symbol contributions are single-symbol
+log ratios and can be negative, so a panel with a zero or negative mean gets a linear axis, or a
+symmetric-log one when its values span more than two decades. Every finite point is drawn.
 """
 
 from __future__ import annotations
@@ -16,17 +21,28 @@ from pathlib import Path
 
 import numpy as np
 
-from cfl_lightning.analysis.aggregate import CurveRow
+from cfl_lightning.analysis.aggregate import DEFAULT_METRIC, CurveRow, quantity_name
 from cfl_lightning.io import atomic_open
 
-__all__ = ["plot_curves", "target_title", "model_label", "METRIC_LABELS", "FORMATS"]
+__all__ = [
+    "plot_curves",
+    "target_title",
+    "model_label",
+    "metric_label",
+    "y_scale",
+    "undrawable",
+    "METRIC_LABELS",
+    "FORMATS",
+]
 
 FORMATS = ("png", "pdf", "svg")
+# generic axis labels; :func:`metric_label` names the target's kind (state, transition, symbol)
 METRIC_LABELS = {
-    "kl_target": "decomposed KL of the target (nats/string)",
-    "kl_target_unweighted": "unweighted decomposed KL of the target",
+    "kl_target": "p_π-weighted contribution of the target (nats/string)",
+    "kl_target_unweighted": "contribution of the target (nats)",
     "kl_total": "total KL (nats/string)",
 }
+_DECADES_LINEAR = 2.0  # signed values spanning at most this many decades get a linear axis
 SETTING_LABELS = {
     "causal_exact": "causal (exact count)",
     "causal_at_least": "causal (at least N)",
@@ -64,6 +80,45 @@ def target_title(event: str) -> str:
     return f"{kind} {rest}" if rest else event
 
 
+def metric_label(metric: str, target: str | None = None) -> str:
+    """The y axis label: the paper's name of the quantity, with its unit.
+
+    ``kl_target_unweighted`` of ``state:q`` -> ``per-state contribution (nats)``; ``kl_target``
+    -> ``p_π(q) × per-state contribution (nats/string)``.
+    """
+    if metric not in ("kl_target", "kl_target_unweighted") or not target:
+        return METRIC_LABELS.get(metric, metric)
+    name = quantity_name("kl_target_unweighted", target)
+    if metric == "kl_target_unweighted":
+        return f"{name} (nats)"
+    weight = {"state": "p_π(q)", "transition": "p_π(q,s)", "symbol": "p_π(s)"}.get(
+        target.partition(":")[0], "p_π"
+    )
+    return f"{weight} × {name} (nats/string)"
+
+
+def undrawable(rows: Sequence[CurveRow]) -> int:
+    """How many points of ``rows`` cannot be drawn (a non-finite x or mean)."""
+    return sum(not (math.isfinite(r.x) and math.isfinite(r.mean)) for r in rows)
+
+
+def y_scale(means: Sequence[float]) -> tuple[str, float | None]:
+    """The y axis for a panel's means: ``("log", None)``, ``("linear", None)`` or
+    ``("symlog", linthresh)``.
+
+    Log when every finite mean is positive; otherwise linear when the nonzero magnitudes span at
+    most two decades (or all are zero), else symmetric log, linear below the smallest nonzero
+    magnitude (rounded down to a power of ten).
+    """
+    arr = np.asarray([m for m in means if math.isfinite(m)], dtype=float)
+    if arr.size and (arr > 0).all():
+        return "log", None
+    mags = np.abs(arr[arr != 0])
+    if mags.size == 0 or math.log10(mags.max() / mags.min()) <= _DECADES_LINEAR:
+        return "linear", None
+    return "symlog", float(10.0 ** math.floor(math.log10(mags.min())))
+
+
 def _natural(text: str) -> list:
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text)]
 
@@ -79,7 +134,7 @@ def plot_curves(
     rows: Sequence[CurveRow],
     path: str | os.PathLike,
     *,
-    metric: str = "kl_target",
+    metric: str = DEFAULT_METRIC,
     title: str | None = None,
     logx: bool = False,
     columns: int = 4,
@@ -87,7 +142,9 @@ def plot_curves(
 ) -> Path:
     """Draw the curves of ``rows`` and save the figure atomically at ``path``.
 
-    The format comes from the extension (png, pdf, svg). Returns the path.
+    The format comes from the extension (png, pdf, svg); the y axis of each panel comes from
+    :func:`y_scale`. Points with a non-finite x or mean are not drawn (:func:`undrawable`
+    counts them). Returns the path.
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -109,6 +166,7 @@ def plot_curves(
     slots = [(row, col) for row, col, _ in _layout(groups, ncols)]
     nrows = max(row for row, _ in slots) + 1
     panels = [p for _, _, p in _layout(groups, ncols)]
+    panel_at = {(row, col): p for row, col, p in _layout(groups, ncols)}
     # one legend column per model (entries fill column-wise: each column one architecture)
     legend_cols = max(1, min(len(models), 4))
     width = max(3.9 * ncols, 3.0 * legend_cols)
@@ -129,16 +187,18 @@ def plot_curves(
         for _, setting, k in curves:
             sizes[setting].add(k)
         means = np.array([r.mean for c in curves.values() for r in c], dtype=float)
-        lows = np.array([r.mean - r.sem for c in curves.values() for r in c], dtype=float)
-        candidates = np.concatenate([means, lows])
-        candidates = candidates[np.isfinite(candidates) & (candidates > 0)]
-        floor = float(candidates.min()) * 0.8 if candidates.size else None
+        scale, linthresh = y_scale(means.tolist())
+        floor = None
+        if scale == "log":
+            lows = np.array([r.mean - r.sem for c in curves.values() for r in c], dtype=float)
+            candidates = np.concatenate([means, lows])
+            candidates = candidates[np.isfinite(candidates) & (candidates > 0)]
+            floor = float(candidates.min()) * 0.8
         for (model, setting, k), points in sorted(curves.items(), key=_curve_order(models)):
             points.sort(key=lambda r: r.x)
             x = np.array([r.x for r in points])
             y = np.array([r.mean for r in points])
             sem = np.nan_to_num(np.array([r.sem for r in points]), nan=0.0)
-            y = np.where(y > 0, y, np.nan)  # the y axis is logarithmic
             style, marker, alpha = _STYLE.get(setting, ("--", "x", 0.15))
             color = _color(model, models)
             label = f"{model_label(model)}, {SETTING_LABELS.get(setting, setting)}"
@@ -154,24 +214,29 @@ def plot_curves(
                 markersize=4 if marker != "." else 6,
                 linewidth=1.6,
             )
-            if floor is not None:
-                # a band reaching zero or below is drawn down to the panel's smallest value
-                lower = np.where(y - sem > 0, y - sem, floor)
-                ax.fill_between(x, lower, y + sem, color=color, alpha=alpha, linewidth=0)
+            # on a log axis a band reaching zero or below is drawn down to the panel's floor
+            lower = y - sem if floor is None else np.where(y - sem > 0, y - sem, floor)
+            ax.fill_between(x, lower, y + sem, color=color, alpha=alpha, linewidth=0)
             order = _SETTING_ORDER.index(setting) if setting in _SETTING_ORDER else 99
             handles.setdefault((models.index(model), order, k or 0, label), (label, line))
         suffix = " (strings containing it)" if x_kind == "strings" else ""
         ax.set_title(target_title(target) + suffix, fontsize=11)
         ax.set_xlabel(X_LABELS.get(x_kind, x_kind), fontsize=9)
-        if slots[i][1] == 0:
-            ax.set_ylabel(METRIC_LABELS.get(metric, metric), fontsize=9)
-        if floor is not None:
+        ylabel = metric_label(metric, target)
+        left = panel_at.get((slots[i][0], slots[i][1] - 1))
+        if left is None or metric_label(metric, left[1]) != ylabel:
+            ax.set_ylabel(ylabel, fontsize=9)
+        if scale == "log":
             _log_y(ax)
         else:
+            if scale == "symlog":
+                ax.set_yscale("symlog", linthresh=linthresh)
+            ax.axhline(0.0, color="0.5", linewidth=0.8, zorder=0)
+        if not np.isfinite(means).any():
             ax.text(
                 0.5,
                 0.5,
-                "no positive values\n(log axis)",
+                "no finite values",
                 ha="center",
                 va="center",
                 transform=ax.transAxes,

@@ -130,8 +130,10 @@ def load_sweep(path: str | os.PathLike) -> dict[str, Any]:
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
         raise SweepError(f"{path}: invalid YAML{where}: {problem}") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise SweepError(f"cannot read {path}: {err}") from None
+    except UnicodeDecodeError:
+        raise SweepError(f"{path}: not a text file (not UTF-8); expected sweep YAML") from None
+    except OSError as err:
+        raise SweepError(f"cannot read {path}: {err.strerror or err}") from None
     validate_sweep(config, source=str(path))
     return config
 

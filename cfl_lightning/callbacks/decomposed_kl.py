@@ -21,6 +21,8 @@ from cfl_lightning.automata import PFSA, Event
 from cfl_lightning.data import PFADataModule
 from cfl_lightning.losses import as_log_probs
 from cfl_lightning.metrics import DecomposedKL, EpochLoss, kl_log_dict, target_values
+from cfl_lightning.metrics.state_visits import StateVisits
+from cfl_lightning.sampling.visits import target_visits
 
 __all__ = ["DecomposedKLCallback", "MONITOR", "predict_log_probs"]
 
@@ -58,8 +60,13 @@ class DecomposedKLCallback(pl.Callback):
     stopping, checkpointing and LR schedules work for a model that logs nothing. At the end of a
     test run it logs ``test/kl_per_string``, ``test/kl_per_token``, ``test/ce_per_string``,
     ``kl_total``, ``kl_target``, ``kl_target_unweighted``, ``kl/state/NAME``, ``kl/symbol/SYM``,
-    ``kl/transition/SRC:SYM`` and ``kl_unweighted/...``: ``trainer.test`` returns them, and
-    :attr:`test_result` keeps the full-precision decomposition (for ``results.json``).
+    ``kl/transition/SRC:SYM``, ``kl_unweighted/...`` and ``target_test_visits`` (test positions
+    at which the event is at stake): ``trainer.test`` returns them, and :attr:`test_result` keeps
+    the full-precision decomposition (for ``results.json``), :attr:`test_visits` the positions
+    per state. A target that the evaluation strings never visit has an unknown contribution:
+    ``kl_target`` and ``kl_target_unweighted`` (and ``val/kl_target``) are then not logged.
+    Batches with ``weights`` ``[B]`` (importance weights of the strings) are weighted
+    everywhere except in the visit counts.
 
     Every value is global: the sums are torchmetrics states reduced across processes, so under
     DDP each process logs the single-process value on the same strings (the data module gives
@@ -86,6 +93,9 @@ class DecomposedKLCallback(pl.Callback):
         self.event: Event | None = self._event_arg
         self.losses = {stage: EpochLoss() for stage in _STAGES}
         self.metrics: dict[str, DecomposedKL] = {}
+        self.visits: dict[str, StateVisits] = {}
+        #: positions per state in the last test run (``[Q]`` int64 CPU tensor)
+        self.test_visits: Tensor | None = None
         #: the decomposition of the last test run (float64 CPU tensors; see ``DecomposedKL``)
         self.test_result: dict[str, Tensor] | None = None
         #: the flat values logged at the end of the last test run
@@ -105,6 +115,7 @@ class DecomposedKLCallback(pl.Callback):
             event.function(pfsa)  # an unknown state or symbol fails here, not at test end
         if pfsa is not self.pfsa or not self.metrics:
             self.metrics = {} if pfsa is None else {s: DecomposedKL(pfsa) for s in _STAGES}
+            self.visits = {} if pfsa is None else {s: StateVisits(pfsa.num_states) for s in _STAGES}
         self.pfsa, self.event = pfsa, event
 
     # ------------------------------------------------------------------ per batch
@@ -112,6 +123,7 @@ class DecomposedKLCallback(pl.Callback):
         self.losses[stage].to(pl_module.device).reset()
         if stage in self.metrics:
             self.metrics[stage].to(pl_module.device).reset()
+            self.visits[stage].to(pl_module.device).reset()
 
     def _update(self, stage: str, trainer: pl.Trainer, pl_module: Any, batch: Any) -> None:
         if trainer.sanity_checking:
@@ -119,14 +131,16 @@ class DecomposedKLCallback(pl.Callback):
         log_probs = predict_log_probs(pl_module, batch)
         self.losses[stage].update(log_probs, batch)
         if stage in self.metrics:
-            self.metrics[stage].update(log_probs, batch["states"], batch["mask"].bool())
+            mask = batch["mask"].bool()
+            self.metrics[stage].update(log_probs, batch["states"], mask, batch.get("weights"))
+            self.visits[stage].update(batch["states"], mask)
 
     def on_validation_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._start("val", pl_module)
 
     def on_test_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._start("test", pl_module)
-        self.test_result, self.test_metrics = None, {}
+        self.test_result, self.test_metrics, self.test_visits = None, {}, None
 
     def on_validation_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any,
@@ -160,10 +174,15 @@ class DecomposedKLCallback(pl.Callback):
             with warnings.catch_warnings():  # a process may have had no batch: fine after sync
                 warnings.filterwarnings("ignore", message=".*before the ``update`` method")
                 result = self.metrics[stage].compute()
+                visits = self.visits[stage].compute()
             target = None
             if self.event is not None:
                 assert self.pfsa is not None
-                target = target_values(result, self.event, self.pfsa)
+                at_stake = target_visits(self.pfsa, self.event, visits)
+                if at_stake > 0:  # otherwise the target's contribution is unknown
+                    target = target_values(result, self.event, self.pfsa)
+                if stage == "test":
+                    values["target_test_visits"] = float(at_stake)
             if stage == "val":
                 values["val/kl_total"] = float(result["total"])
                 if target is not None:
@@ -185,4 +204,5 @@ class DecomposedKLCallback(pl.Callback):
             self.test_result = None if result is None else {
                 k: v.detach().cpu() for k, v in result.items()
             }
+            self.test_visits = None if result is None else visits.detach().cpu()
             self.test_metrics = values

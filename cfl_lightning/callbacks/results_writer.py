@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import lightning.pytorch as pl
-from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 
 from cfl_lightning.callbacks.decomposed_kl import MONITOR, DecomposedKLCallback
@@ -36,7 +36,8 @@ class ResultsWriter(pl.Callback):
 
     The decomposed KL comes from the trainer's :class:`DecomposedKLCallback`; the data from the
     trainer's :class:`~cfl_lightning.PFADataModule` (without one nothing is written). Training
-    facts (``epochs``, ``train_time_s``, ``best_val_loss``: the best score of the trainer's
+    facts (``epochs``, ``steps``, ``stopped_early``: whether an ``EarlyStopping`` callback ended
+    training, ``train_time_s``, ``best_val_loss``: the best score of the trainer's
     ``ModelCheckpoint``, else the last ``val/kl_per_string``) are recorded when ``fit`` ends in
     the same process, so ``trainer.fit(...); trainer.test(ckpt_path="best", ...)`` gives the
     complete file.
@@ -61,6 +62,8 @@ class ResultsWriter(pl.Callback):
         self._fit_started: float | None = None
         self.train_time_s: float | None = None
         self.epochs: int | None = None
+        self.steps: int | None = None
+        self.stopped_early: bool | None = None
         self.best_val_loss: float | None = None
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -70,6 +73,10 @@ class ResultsWriter(pl.Callback):
         started = self._fit_started if self._fit_started is not None else time.perf_counter()
         self.train_time_s = time.perf_counter() - started
         self.epochs = trainer.current_epoch
+        self.steps = trainer.global_step
+        self.stopped_early = any(
+            isinstance(c, EarlyStopping) and c.stopped_epoch > 0 for c in trainer.callbacks
+        )
         best = None
         checkpoint = trainer.checkpoint_callback
         if isinstance(checkpoint, ModelCheckpoint) and checkpoint.best_model_path:
@@ -98,6 +105,9 @@ class ResultsWriter(pl.Callback):
             train_time_s=self.train_time_s,
             log_dir=path.parent,
             seed=(config or {}).get("seed_everything", None if seed is None else int(seed)),
+            test_visits=None if kl is None else kl.test_visits,
+            stopped_early=self.stopped_early,
+            steps=self.steps,
         )
         self.written, self.results = write_results(path, results), results
         summary = {
@@ -109,6 +119,8 @@ class ResultsWriter(pl.Callback):
                 "automaton_id",
                 "num_parameters",
                 "occurrences",
+                "stopped_early",
+                "steps",
             )
         }
         for logger in trainer.loggers:

@@ -50,6 +50,9 @@ def main(argv: list[str] | None = None) -> int:
 
     def body() -> int:
         from cfl_lightning.analysis.draw import render_automaton
+        from cfl_lightning.io import check_output
+
+        check_output(args.output, [args.automaton], what="--output")
 
         path = render_automaton(
             args.automaton,

@@ -20,17 +20,28 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import shutil
+import sys
+from pathlib import Path
 from typing import Any
 
 from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
-from lightning.pytorch.loggers import CSVLogger
+from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
 
-from cfl_lightning.callbacks import MONITOR, DecomposedKLCallback, ResultsWriter
+from cfl_lightning.callbacks import MONITOR, DecomposedKLCallback, EpochProgress, ResultsWriter
+from cfl_lightning.cli.parser_errors import condense
+from cfl_lightning.cli.run_checks import (
+    check_checkpoint_fits,
+    check_root_dir,
+    check_trainer_values,
+    read_checkpoint,
+)
 from cfl_lightning.data import PFADataModule
+from cfl_lightning.errors import CflError
 from cfl_lightning.models import LanguageModel
 
-__all__ = ["CflLightningCLI", "DEFAULT_MODEL"]
+__all__ = ["CflLightningCLI", "CflArgumentParser", "DEFAULT_MODEL", "subcommand_usage", "remove_created"]
 
 DEFAULT_MODEL = "cfl_lightning.models.LSTMLanguageModel"
 
@@ -44,6 +55,39 @@ def _takes(cls: type, name: str) -> bool:
     return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
 
 
+# ckpt_path values that Lightning resolves itself (not files)
+_SPECIAL_CKPT = ("best", "last", "hpc")
+
+
+def subcommand_usage(prog: str, command: str) -> dict[str, str]:
+    """Compact ``usage``/``epilog`` of a subcommand's parser (instead of ~100 usage lines)."""
+    return {
+        "usage": (
+            f"{prog} {command} [--config FILE] [--trainer.X VALUE] [--model=CLASS] "
+            "[--model.init_args.X VALUE] [--data.X VALUE] [--early_stopping.X VALUE] "
+            "[--checkpoint.X VALUE] [--results.path PATH] [--ckpt_path PATH]"
+        ),
+        "epilog": (
+            f"A model's own arguments: {prog} {command} --model.help CLASS (e.g. "
+            "LSTMLanguageModel, TransformerLanguageModel, my_pkg.MyModel). The resolved config: "
+            f"{prog} {command} --config FILE --print_config."
+        ),
+    }
+
+
+class CflArgumentParser(LightningArgumentParser):
+    """Reports an argument error as one line plus a hint to use ``--help`` (exit status 2)."""
+
+    def error(self, message: str, ex: Exception | None = None) -> Any:  # type: ignore[override]
+        if not self.exit_on_error or os.environ.get("JSONARGPARSE_DEBUG"):
+            return super().error(message, ex)
+        parser = getattr(ex, "subcommand_parser", None) or self
+        prog = parser.prog.replace(" [options]", "")
+        sys.stderr.write(f"{prog}: error: {condense(message)}\n")
+        sys.stderr.write(f"  (see '{prog} --help' for the options)\n")
+        self.exit(2)
+
+
 class CflLightningCLI(LightningCLI):
     """LightningCLI with the data -> model link, early stopping, checkpointing and results.
 
@@ -53,6 +97,26 @@ class CflLightningCLI(LightningCLI):
     """
 
     results_writer: ResultsWriter | None = None
+    #: the instance being built (so that ``main`` can clean up after a failure in __init__)
+    active: CflLightningCLI | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        CflLightningCLI.active = self
+        #: directories this run created (removed again if the run fails on bad input)
+        self.created: list[Path] = []
+        self._checkpoint: dict[str, Any] | None = None
+        self._argv: list[str] = []
+        kwargs.setdefault("parser_class", CflArgumentParser)
+        super().__init__(*args, **kwargs)
+
+    def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
+        """Parse, then read ``--ckpt_path`` once (one-line errors for missing/corrupt files)."""
+        self._argv = [str(a) for a in args] if isinstance(args, list) else sys.argv[1:]
+        super().parse_arguments(parser, args)
+        command = self.config.get("subcommand")
+        path = self.config[command].get("ckpt_path") if command else None
+        if path and str(path) not in _SPECIAL_CKPT and not str(path).startswith("registry"):
+            self._checkpoint = read_checkpoint(path)
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.link_arguments(
@@ -112,15 +176,55 @@ class CflLightningCLI(LightningCLI):
             if run_id and str(entry.class_path).endswith("CSVLogger") and init.get("version") is None:
                 init["version"] = run_id
 
+        if trainer is not None:
+            check_trainer_values(trainer)
+            check_root_dir(trainer.get("default_root_dir"))
+            root_path = Path(str(trainer.get("default_root_dir") or os.getcwd())).absolute()
+            if not root_path.exists():
+                self.created.append(root_path)
+        evaluating = self.subcommand in ("validate", "test")
+        asked = any(a.startswith("--trainer.logger") for a in self._argv)
+        if evaluating and config.get("ckpt_path") and not asked and trainer is not None:
+            # evaluating a saved checkpoint: no new version directory, no new W&B run
+            trainer["logger"] = False
+            self.save_config_callback = None
+        progress: list[Any] = []
+        if self.subcommand == "fit" and trainer is not None:
+            if not sys.stderr.isatty():
+                trainer["enable_progress_bar"] = False  # Lightning's bar is for terminals
+            if trainer.get("enable_progress_bar") is False:
+                progress.append(EpochProgress())
+
         listed = trainer.get("callbacks") if trainer is not None else None
         listed = listed if isinstance(listed, list) else [listed] if listed else []
         has_kl = any(
             str(getattr(c, "class_path", "")).endswith("DecomposedKLCallback") for c in listed
         )
         results = config.get("results")
-        self.results_writer = ResultsWriter(path=results.get("path") if results else None)
+        path = results.get("path") if results else None
+        # fit writes results.json after testing the best checkpoint; test only when asked to
+        write = self.subcommand == "fit" or (self.subcommand == "test" and path is not None)
+        self.results_writer = ResultsWriter(path=path) if write else None
         extra: list[Any] = [] if has_kl else [DecomposedKLCallback()]
-        self.trainer_defaults["callbacks"] = [*extra, self.results_writer]
+        writer = [self.results_writer] if self.results_writer is not None else []
+        self.trainer_defaults["callbacks"] = [*extra, *writer, *progress]
+
+    def instantiate_classes(self) -> None:
+        """Instantiate; a model's argument error (a ``ValueError`` from its ``__init__``, which
+        jsonargparse wraps) becomes one line naming the model."""
+        try:
+            super().instantiate_classes()
+        except CflError:
+            raise
+        except ValueError as err:
+            root: BaseException = err
+            while root.__cause__ is not None:
+                root = root.__cause__
+            if root is err or not isinstance(root, ValueError):
+                raise
+            model = self._subconfig().get("model")
+            name = str(getattr(model, "class_path", "model")).rsplit(".", 1)[-1]
+            raise CflError(f"{name}: {' '.join(str(root).split())}") from None
 
     def instantiate_trainer(self, **kwargs: Any) -> Any:
         # Without a configured logger, log to CSV under default_root_dir (no TensorBoard here).
@@ -128,7 +232,13 @@ class CflLightningCLI(LightningCLI):
         if config.get("logger") in (None, True) and "logger" not in kwargs:
             root = config.get("default_root_dir") or os.getcwd()
             kwargs["logger"] = CSVLogger(save_dir=root, name="csv")
-        return super().instantiate_trainer(**kwargs)
+        trainer = super().instantiate_trainer(**kwargs)
+        for logger in trainer.loggers:
+            # Lightning passes anonymous=None, which wandb >= 0.19 warns about on every run
+            init = getattr(logger, "_wandb_init", None) if isinstance(logger, WandbLogger) else None
+            if isinstance(init, dict) and init.get("anonymous") is None:
+                init.pop("anonymous", None)
+        return trainer
 
     def full_config(self) -> dict[str, Any]:
         """The run's config as plain JSON (``results.json``'s ``config``; used by ensembles)."""
@@ -165,7 +275,21 @@ class CflLightningCLI(LightningCLI):
             logger.log_hyperparams(params)
 
     def _before_run(self) -> None:
+        if self._checkpoint is not None:
+            path = self._subconfig().get("ckpt_path")
+            check_checkpoint_fits(path, self._checkpoint, self.model)
+            self._checkpoint = None  # Lightning loads it again; free the memory
+        for logger in self.trainer.loggers:  # what logging hparams is about to create
+            if isinstance(logger, (CSVLogger, TensorBoardLogger)):
+                log_dir = Path(logger.log_dir).absolute()
+                if not log_dir.exists():
+                    self.created.append(log_dir)
         self._log_hparams()
+        for logger in self.trainer.loggers:
+            run = getattr(logger, "_experiment", None) if isinstance(logger, WandbLogger) else None
+            run_dir = getattr(run, "dir", None)
+            if run_dir:  # <save_dir>/wandb/<run>/files
+                self.created.append(Path(run_dir).parent.absolute())
         if self.results_writer is not None:
             self.results_writer.config = self._full_config()
 
@@ -192,3 +316,12 @@ class CflLightningCLI(LightningCLI):
             verbose=False,
         )
 
+
+
+def remove_created(cli: CflLightningCLI | None) -> None:
+    """Remove the directories a failed run created (newest first; only those it created)."""
+    if cli is None:
+        return
+    for path in reversed(cli.created):
+        shutil.rmtree(path, ignore_errors=True)
+    cli.created = []

@@ -32,13 +32,17 @@ Environment:
 
 from __future__ import annotations
 
+import contextlib
+import io
+import logging
 import os
+import re
 import sys
 from typing import Any
 
 from cfl_lightning.cli.wandb_mode import ensure_wandb_mode
 
-__all__ = ["main", "build_cli", "PROG", "configure_threads"]
+__all__ = ["main", "build_cli", "PROG", "configure_threads", "quiet_noise", "finish_wandb"]
 
 PROG = "python -m cfl_lightning"
 THREADS_ENV = "CFL_LIGHTNING_THREADS"
@@ -73,6 +77,49 @@ def configure_threads(environ: dict[str, str] | None = None) -> int | None:
     return threads
 
 
+class _DropTips(logging.Filter):
+    """Drops Lightning's advertising tips (litlogger, litmodels) from its info log."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Tip: For seamless cloud" not in record.getMessage()
+
+
+def quiet_noise() -> None:
+    """Silence messages that say nothing about the run (idempotent).
+
+    The litlogger / litmodels tips, the ``LeafSpec`` deprecation raised inside Lightning with
+    recent torch, and LightningCLI's note about ``args`` (``__main__`` hands over its argv).
+    """
+    import warnings
+
+    warnings.filterwarnings("ignore", message="LightningCLI's args parameter is intended")
+    warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
+    for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _DropTips) for f in logger.filters):
+            logger.addFilter(_DropTips())
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def finish_wandb() -> None:
+    """Finish a W&B run now, its footer on stderr (``wandb sync ...``), so that ``results: PATH``
+    stays the last line on stdout; ANSI colours are dropped when stderr is not a terminal."""
+    if "wandb" not in sys.modules:
+        return
+    import wandb
+
+    if wandb.run is None:
+        return
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(buffer):
+        wandb.finish()
+    text = buffer.getvalue()
+    sys.stderr.write(text if sys.stderr.isatty() else _ANSI.sub("", text))
+    sys.stderr.flush()
+
+
 def _cli_class() -> type:
     """The LightningCLI subclass (imports Lightning); a seam for tests that only parse."""
     from cfl_lightning.cli.lightning_cli import CflLightningCLI
@@ -88,15 +135,12 @@ def build_cli(args: list[str] | dict | None, *, run: bool = True) -> Any:
     instantiated (no subcommand), as in config tests.
     """
     ensure_wandb_mode()
-    import warnings
-
+    quiet_noise()
     from lightning.pytorch import LightningModule
 
+    from cfl_lightning.cli.lightning_cli import subcommand_usage
     from cfl_lightning.data import PFADataModule
 
-    # ``args`` is how __main__ hands over its argv: LightningCLI's warning about sys.argv also
-    # being non-empty does not apply.
-    warnings.filterwarnings("ignore", message="LightningCLI's args parameter is intended")
     return _cli_class()(
         LightningModule,
         PFADataModule,
@@ -113,24 +157,39 @@ def build_cli(args: list[str] | dict | None, *, run: bool = True) -> Any:
             "log_every_n_steps": 10,
             "enable_autolog_hparams": False,  # logged by the CLI itself (CflLightningCLI)
         },
-        parser_kwargs={"prog": PROG},
+        parser_kwargs={
+            "prog": PROG,
+            **{cmd: subcommand_usage(PROG, cmd) for cmd in ("fit", "validate", "test")},
+        },
         save_config_kwargs={"overwrite": True},
     )
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``fit``/``validate``/``test``; ``argv[0]`` is the subcommand."""
+    """Entry point of ``fit``/``validate``/``test``; ``argv[0]`` is the subcommand.
+
+    Bad input (arguments, trainer values, the model's arguments, ``default_root_dir``, the
+    checkpoint) gives one line on stderr and exit status 2, and no run directory is left behind.
+    """
     argv = list(sys.argv[1:] if argv is None else argv)
     ensure_wandb_mode()  # before anything imports wandb
     configure_threads()
+    from lightning.fabric.utilities.exceptions import MisconfigurationException
+
+    from cfl_lightning.cli.lightning_cli import CflLightningCLI, remove_created
     from cfl_lightning.errors import CflError
 
+    CflLightningCLI.active = None
     try:
         cli = build_cli(argv)
-    except CflError as err:
-        sys.stderr.write(f"cfl_lightning {argv[0] if argv else ''}: error: {err}\n")
+    except (CflError, MisconfigurationException) as err:
+        remove_created(CflLightningCLI.active)
+        message = " ".join(str(err).split())
+        sys.stderr.write(f"{PROG} {argv[0] if argv else ''}: error: {message}\n")
         return 2
+    CflLightningCLI.active = None
+    finish_wandb()
     written = cli.results_writer.written if cli.results_writer is not None else None
-    if written is not None and argv and argv[0] == "fit":
+    if written is not None:
         print(f"results: {written}", flush=True)
     return 0

@@ -11,12 +11,14 @@ Padding positions hold ``PAD`` in ``input_ids``/``target_ids``, state ``0``, all
 ``target_probs`` and ``mask = False``.
 
 Everything per position is computed once per corpus in a flat (CSR) layout by
-:func:`tensorize`; the state walk advances all strings one position at a time (a loop over the
-longest length, vectorized across strings), never a Python loop per token.
+:func:`tensorize`, in one pass on the sampling device; the state walk advances all strings one
+position at a time (a loop over the longest length, vectorized across strings), never a Python
+loop per token.
 """
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -80,48 +82,56 @@ class TokenizedCorpus:
         return self.offsets[1:] - self.offsets[:-1]
 
 
-def state_walk(pfsa: PFSA, tokens: Tensor, offsets: Tensor) -> Tensor:
+def state_walk(
+    pfsa: PFSA, tokens: Tensor, offsets: Tensor, device: torch.device | str | None = None
+) -> Tensor:
     """States visited by every string of a flat corpus.
+
+    All strings advance together, longest first, one symbol per step (a loop over the longest
+    length, vectorized across strings, a flat successor lookup per step).
 
     Args:
         pfsa: the automaton.
         tokens: ``[L]`` int64 symbol ids, string after string.
         offsets: ``[K + 1]`` int64; string ``k`` is ``tokens[offsets[k]:offsets[k+1]]``.
+        device: where to run (default: the CPU); the result stays there.
 
     Returns:
-        ``[L + K]`` int64 on the CPU: for string ``k`` (length ``n``) the ``n + 1`` states after
-        its prefixes, at ``offsets[k] + k ... offsets[k] + k + n``.
+        ``[L + K]`` int64: for string ``k`` (length ``n``) the ``n + 1`` states after its
+        prefixes, at ``offsets[k] + k ... offsets[k] + k + n``.
 
     Raises:
         CflError: a symbol id is out of range or a string leaves the automaton's support.
     """
-    tokens, offsets = tokens.cpu().long(), offsets.cpu().long()
+    device = torch.device("cpu") if device is None else torch.device(device)
+    tokens, offsets = tokens.to(device).long(), offsets.to(device).long()
     num_q, num_s = pfsa.num_states, pfsa.num_symbols
     if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= num_s):
         raise CflError(f"corpus has a symbol id outside [0, {num_s})")
     # Missing transitions go to an absorbing sink row Q, detected once at the end.
-    table = pfsa.next_state.cpu().clone()
+    table = pfsa.next_state.to(device).clone()
     table[table < 0] = num_q
-    table = torch.cat([table, torch.full((1, num_s), num_q, dtype=torch.long)])
+    table = torch.cat([table, torch.full((1, num_s), num_q, dtype=torch.long, device=device)])
+    table = table.reshape(-1)
     num = offsets.numel() - 1
     lengths = offsets[1:] - offsets[:-1]
-    starts = offsets[:-1] + torch.arange(num)  # position of each string's initial state
-    states = torch.empty(tokens.numel() + num, dtype=torch.long)
+    starts = offsets[:-1] + torch.arange(num, device=device)  # each string's initial state
+    states = torch.empty(tokens.numel() + num, dtype=torch.long, device=device)
     states[starts] = pfsa.initial
     if tokens.numel() == 0:
         return states
     order = torch.sort(lengths, descending=True, stable=True).indices
-    tok_start, pos_start = offsets[:-1][order], starts[order]
+    tok_start, pos_start = offsets[:-1][order], starts[order] + 1
     # active[t] = number of strings longer than t; they are a prefix of ``order``.
     active = torch.bincount(lengths, minlength=int(lengths.max()) + 1).flip(0).cumsum(0).flip(0)
-    for t in range(int(lengths.max())):
-        n_t = int(active[t + 1])
-        here = pos_start[:n_t] + t
-        states[here + 1] = table[states[here], tokens[tok_start[:n_t] + t]]
+    current = torch.full((num,), pfsa.initial, dtype=torch.long, device=device)
+    for t, n_t in enumerate(active[1:].tolist()):
+        current = table.take(current[:n_t] * num_s + tokens.take(tok_start[:n_t] + t))
+        states[pos_start[:n_t] + t] = current
     bad = torch.nonzero(states == num_q)
     if bad.numel():
         pos = int(bad[0])
-        k = int(torch.searchsorted(starts, torch.tensor([pos]), right=True)[0]) - 1
+        k = int(torch.searchsorted(starts, torch.tensor([pos], device=device), right=True)[0]) - 1
         raise CflError(
             f"string {k} leaves the automaton's support at symbol #{pos - int(starts[k]) - 1} "
             "(no transition); the corpus does not belong to this automaton"
@@ -129,34 +139,44 @@ def state_walk(pfsa: PFSA, tokens: Tensor, offsets: Tensor) -> Tensor:
     return states
 
 
-def tensorize(corpus: Corpus, pfsa: PFSA, event_function: Tensor | None = None) -> TokenizedCorpus:
+def tensorize(
+    corpus: Corpus,
+    pfsa: PFSA,
+    event_function: Tensor | None = None,
+    device: torch.device | str | None = None,
+) -> TokenizedCorpus:
     """Frame every string with BOS/EOS, walk the automaton, and count event occurrences.
+
+    Everything is computed in one pass on ``device`` (the sampling device, say) and returned on
+    the CPU: the same integers on every device.
 
     Args:
         corpus: the sampled strings.
         pfsa: the automaton they were sampled from.
         event_function: optional ``[Q, S]`` 0/1 event table; per-string counts are recomputed
             from the state walk (independently of the sampler's own bookkeeping).
+        device: where to compute (default: the CPU).
     """
-    tokens, offsets = corpus.tokens.cpu().long(), corpus.offsets.cpu().long()
+    device = torch.device("cpu") if device is None else torch.device(device)
+    tokens, offsets = corpus.tokens.to(device).long(), corpus.offsets.to(device).long()
     num, total = len(corpus), tokens.numel()
-    starts = offsets[:-1] + torch.arange(num)
-    ends = offsets[1:] + torch.arange(num)  # position of each string's EOS target
-    first = torch.zeros(total + num, dtype=torch.bool)
-    first[starts] = True
-    last = torch.zeros(total + num, dtype=torch.bool)
-    last[ends] = True
-    inputs = torch.full((total + num,), pfsa.num_symbols + 1, dtype=torch.long)  # BOS
-    inputs[~first] = tokens
-    targets = torch.full((total + num,), pfsa.num_symbols, dtype=torch.long)  # EOS
-    targets[~last] = tokens
-    states = state_walk(pfsa, tokens, offsets)
+    lengths = offsets[1:] - offsets[:-1]
+    owner = torch.repeat_interleave(torch.arange(num, device=device), lengths, output_size=total)
+    at = torch.arange(total, device=device) + owner  # framed position of each token's input slot
+    inputs = torch.full((total + num,), pfsa.num_symbols + 1, dtype=torch.long, device=device)
+    inputs[at + 1] = tokens  # BOS stays at each string's first position
+    targets = torch.full((total + num,), pfsa.num_symbols, dtype=torch.long, device=device)
+    targets[at] = tokens  # EOS stays at each string's last position
+    states = state_walk(pfsa, tokens, offsets, device)
     counts = None
     if event_function is not None:
-        hits = event_function.cpu().long()[states[~last], tokens]
-        owner = torch.repeat_interleave(torch.arange(num), offsets[1:] - offsets[:-1])
-        counts = torch.zeros(num, dtype=torch.long).index_add_(0, owner, hits)
-    return TokenizedCorpus(inputs, targets, states, offsets + torch.arange(num + 1), counts)
+        hits = event_function.to(device).long().reshape(-1).take(
+            states[at] * pfsa.num_symbols + tokens
+        )
+        counts = torch.zeros(num, dtype=torch.long, device=device).index_add_(0, owner, hits)
+        counts = counts.cpu()
+    framed = offsets + torch.arange(num + 1, device=device)
+    return TokenizedCorpus(inputs.cpu(), targets.cpu(), states.cpu(), framed.cpu(), counts)
 
 
 def length_batches(positions: Tensor, max_tokens: int) -> list[Tensor]:
@@ -165,24 +185,24 @@ def length_batches(positions: Tensor, max_tokens: int) -> list[Tensor]:
     Strings are sorted by their number of positions (``n + 1``; ties by index) and cut greedily:
     a batch is closed when the next string would push its total above ``max_tokens``. A string
     with more than ``max_tokens`` positions forms a batch of its own (the bound is then exceeded
-    by that one string only).
+    by that one string only). One binary search per batch over the prefix sums, never a Python
+    loop over strings.
 
     Returns:
         A list of ``[B]`` int64 index tensors, shortest strings first.
     """
     if max_tokens < 1:
         raise CflError(f"max_tokens must be positive, got {max_tokens}")
-    order = torch.sort(positions, stable=True).indices
-    sizes = positions[order].tolist()
-    batches, start, used = [], 0, 0
-    for i, size in enumerate(sizes):
-        if i > start and used + size > max_tokens:
-            batches.append(order[start:i])
-            start, used = i, 0
-        used += size
-    if sizes:
-        batches.append(order[start:])
-    return batches
+    order = torch.sort(positions.cpu(), stable=True).indices
+    prefix = torch.zeros(order.numel() + 1, dtype=torch.long)
+    prefix[1:] = positions.cpu()[order].cumsum(0)
+    bounds = prefix.tolist()
+    cuts, start = [], 0
+    while start < order.numel():
+        end = max(start + 1, bisect.bisect_right(bounds, bounds[start] + max_tokens) - 1)
+        cuts.append(end)
+        start = end
+    return list(torch.tensor_split(order, cuts[:-1])) if cuts else []
 
 
 def collate(

@@ -9,10 +9,15 @@ Lifecycle:
 * ``setup(stage)`` samples (or reads from the cache) the corpora the stage needs and tensorizes
   them; it is idempotent.
 
-Splits: ``train`` is sampled under the intervention; ``val`` and ``test`` are always sampled
+Splits: ``train`` is sampled under the intervention; ``val`` and ``test`` are sampled
 unconstrained from the automaton (they estimate the KL to the automaton's own distribution), so
 they do not depend on ``intervention``/``event``/``count`` and are shared by every run of a
-sweep over those. Each split has its own random stream, derived from ``seed``.
+sweep over those. Each split has its own random stream, derived from ``seed``. Two options
+change this: ``val_intervention="same"`` samples the validation strings under the training
+intervention (count scaled to ``val_strings``), and ``test_target_strings`` adds test strings
+drawn conditioned on reaching a state where the event is at stake
+(:mod:`cfl_lightning.sampling.visits`); test batches then carry ``weights`` (importance weights
+``P(y) / mix(y)``), so every test value still estimates the automaton's own distribution.
 
 Distributed training: every rank samples (or reads) the identical corpus (sampling depends only
 on the arguments, never on the rank) and builds the identical list of batches; each rank then
@@ -55,12 +60,27 @@ from cfl_lightning.data.cache import automaton_json, cached_corpus, corpus_key, 
 from cfl_lightning.errors import CflError, PFSAError
 from cfl_lightning.sampling import Corpus
 from cfl_lightning.sampling.intervention import Intervention
+from cfl_lightning.sampling.visits import (
+    mixture_weights,
+    reach_probability,
+    sample_visiting,
+    stake_states,
+)
 
 __all__ = ["PFADataModule", "SPLITS", "SAMPLING_METHOD"]
 
 SPLITS = ("train", "val", "test")
 SAMPLING_METHOD = "binning"
 GENERATORS = ("parity", "parity_resampled", "random")
+#: the constructor arguments each generator uses
+GENERATOR_ARGS = {
+    "parity": ("eta",),
+    "parity_resampled": ("weight_seed",),
+    "random": ("num_states", "num_symbols", "topology_seed", "weight_seed"),
+}
+_SOURCE_ARGS = (
+    "automaton", "generator", "eta", "num_states", "num_symbols", "topology_seed", "weight_seed"
+)
 _STAGE_SPLITS = {
     "fit": ("train", "val"),
     "validate": ("val",),
@@ -100,8 +120,19 @@ class PFADataModule(L.LightningDataModule):
             is only recorded (the correlational setting).
         count: the intervention's target (required with an intervention, not allowed without).
         num_strings: number of training strings K.
-        val_strings: number of validation strings (always unconstrained; 0 for none).
-        test_strings: number of test strings (always unconstrained; 0 for none).
+        val_strings: number of validation strings (0 for none).
+        test_strings: number of unconstrained test strings (0 for none).
+        test_target_strings: additional test strings drawn conditioned on reaching a state at
+            which the event is at stake (its state; for a symbol, every state where the symbol
+            has positive probability), for reliable estimates of a rarely visited target. The
+            per-visit prefix law at those states is unchanged by the conditioning, and test
+            batches carry importance ``weights`` that keep every other test value unbiased
+            too. Needs an event; 0 (default) for none.
+        val_intervention: "none" (default): validation strings are unconstrained, so early
+            stopping, the LR schedule and the checkpoint choice select on the KL to the
+            automaton's own distribution, which is what the test reports; "same": drawn under
+            the training intervention with its count scaled by ``val_strings / num_strings``
+            (rounded; in-distribution validation, as without access to the automaton).
         max_tokens: upper bound on the real positions (n + 1 per string) in one batch.
         seed: seed of all sampling and of the per-epoch batch order; each split and the batch
             order use separate streams derived from it.
@@ -133,6 +164,8 @@ class PFADataModule(L.LightningDataModule):
         num_strings: int = 500,
         val_strings: int = 200,
         test_strings: int = 500,
+        test_target_strings: int = 0,
+        val_intervention: Literal["none", "same"] = "none",
         max_tokens: int = 128,
         seed: int = 0,
         device: str = "auto",
@@ -145,6 +178,7 @@ class PFADataModule(L.LightningDataModule):
             ("num_strings", num_strings, 1),
             ("val_strings", val_strings, 0),
             ("test_strings", test_strings, 0),
+            ("test_target_strings", test_target_strings, 0),
             ("max_tokens", max_tokens, 1),
             ("num_workers", num_workers, 0),
         ):
@@ -161,6 +195,21 @@ class PFADataModule(L.LightningDataModule):
         #: the counted event (None without one)
         self.event: Optional[Event] = self.intervention.event
         self.event_function = None if self.event is None else self.event.function(self.pfsa)
+        if val_intervention not in ("none", "same"):
+            raise CflError(f"val_intervention must be 'none' or 'same', got {val_intervention!r}")
+        #: the validation corpus's intervention ("same": the training one, count scaled)
+        self.val_intervention: Intervention = self._check_val_intervention()
+        #: ``[Q]`` bool states at which the event is at stake (None without an event)
+        self.stake = None if self.event is None else stake_states(self.pfsa, self.event)
+        self.reach_probability: Optional[float] = None
+        if test_target_strings:
+            if self.stake is None:
+                raise CflError("test_target_strings needs an event (data.event)")
+            self.reach_probability = reach_probability(self.pfsa, self.stake)
+            if self.reach_probability <= 0:
+                raise CflError(
+                    f"no string of the automaton reaches a state where {self.event} is at stake"
+                )
         try:
             self._device = torch.device(device) if device != "auto" else None
         except (RuntimeError, TypeError):
@@ -195,6 +244,16 @@ class PFADataModule(L.LightningDataModule):
         intervention.validate(self.pfsa, hp.num_strings)
         return intervention
 
+    def _check_val_intervention(self) -> Intervention:
+        hp, train = self.hparams, self.intervention
+        if hp.val_intervention == "none" or not train.constrained or hp.val_strings == 0:
+            return Intervention.create("none")
+        assert train.count is not None
+        count = int(round(train.count * hp.val_strings / hp.num_strings))
+        intervention = Intervention.create(train.kind, train.event, count)
+        intervention.validate(self.pfsa, hp.val_strings)
+        return intervention
+
     # ------------------------------------------------------------------ sampling
     @property
     def device(self) -> torch.device:
@@ -207,15 +266,26 @@ class PFADataModule(L.LightningDataModule):
 
     def _sampling_arguments(self, split: str) -> dict[str, Any]:
         hp = self.hparams
-        train = split == "train" and hp.intervention != "none"
-        sizes = {"train": hp.num_strings, "val": hp.val_strings, "test": hp.test_strings}
+        sizes = {
+            "train": hp.num_strings,
+            "val": hp.val_strings,
+            "test": hp.test_strings,
+            "test_target": hp.test_target_strings,
+        }
+        intervention = {"train": self.intervention, "val": self.val_intervention}.get(split)
+        if split == "test_target":  # conditioned on reaching a state where the event is at stake
+            kind, event, count = "reach", str(self.event), None
+        elif intervention is not None and intervention.constrained:
+            kind, event, count = intervention.kind, str(intervention.event), intervention.count
+        else:
+            kind, event, count = "none", None, None
         return {
             "split": split,
             "num_strings": sizes[split],
             "seed": derive_seed(hp.seed, split),
-            "intervention": hp.intervention if train else "none",
-            "event": str(self.event) if train else None,
-            "count": hp.count if train else None,
+            "intervention": kind,
+            "event": event,
+            "count": count,
             "method": SAMPLING_METHOD,
             "device_type": self.device.type,
         }
@@ -228,6 +298,11 @@ class PFADataModule(L.LightningDataModule):
         return cached_corpus(self.cache_path, key, lambda: self._sample(args))
 
     def _sample(self, args: dict[str, Any]) -> Corpus:
+        if args["intervention"] == "reach":
+            assert self.stake is not None
+            pfsa = self.pfsa.to(self.device)
+            gen = torch.Generator(device=pfsa.device).manual_seed(args["seed"])
+            return sample_visiting(pfsa, args["num_strings"], gen, self.stake).to("cpu")
         corpus = sampling.sample_corpus(
             self.pfsa.to(self.device),
             args["num_strings"],
@@ -248,14 +323,52 @@ class PFADataModule(L.LightningDataModule):
                 raise RuntimeError(
                     f"{split} corpus has {len(corpus)} strings, expected {args['num_strings']}"
                 )
-            event_function = self.event_function if split == "train" else None
-            tokenized = tensorize(corpus, self.pfsa, event_function)
+            if split == "test" and self.hparams.test_target_strings:
+                target, target_hit = self._cached(self._sampling_arguments("test_target"))
+                corpus, hit = self._mix(corpus, target), hit and target_hit
+            event_function = self.event_function if split in ("train", "val") else None
+            tokenized = tensorize(corpus, self.pfsa, event_function, device=self.device)
             if split == "train":
                 self._check_realized(tokenized)
+            if split == "val" and not self.val_intervention.satisfied(tokenized.counts):
+                raise RuntimeError(
+                    "the sampler returned validation strings violating intervention "
+                    f"{self.val_intervention}"
+                )
             self.cache_hits[split] = hit
             batches = length_batches(tokenized.positions, self.hparams.max_tokens)
             self._splits[split] = (corpus, tokenized, batches)
         return self._splits[split]
+
+    @staticmethod
+    def _mix(plain: Corpus, target: Corpus) -> Corpus:
+        """The plain test strings followed by the conditioned ones (no event counts)."""
+        k, m = len(plain), len(target)
+        parts = [(torch.arange(k), plain), (torch.arange(k, k + m), target)]
+        parts = [(i, Corpus(c.tokens, c.offsets, None)) for i, c in parts if len(c)]
+        return Corpus.interleave(parts, k + m)
+
+    def test_weights(self) -> Optional[torch.Tensor]:
+        """``[K]`` float64 importance weights of the test strings, or None (all 1).
+
+        With ``test_target_strings`` the test set mixes ``test_strings`` unconstrained strings
+        and ``test_target_strings`` strings conditioned on reaching the event's at-stake
+        states; each string weighs ``P(y) / mix(y)``
+        (:func:`~cfl_lightning.sampling.visits.mixture_weights`).
+        """
+        hp = self.hparams
+        if not hp.test_target_strings:
+            return None
+        assert self.stake is not None and self.reach_probability is not None
+        tokenized = self.tokenized("test")
+        at_stake = self.stake[tokenized.states]
+        owner = torch.repeat_interleave(torch.arange(len(tokenized)), tokenized.positions)
+        reached = torch.zeros(len(tokenized), dtype=torch.long).index_add_(
+            0, owner, at_stake.long()
+        ) > 0
+        return mixture_weights(
+            reached, hp.test_strings, hp.test_target_strings, self.reach_probability
+        )
 
     def _check_realized(self, tokenized: TokenizedCorpus) -> None:
         """Guard the causal setup: the corpus must satisfy the intervention it was sampled under."""
@@ -288,6 +401,8 @@ class PFADataModule(L.LightningDataModule):
             return
         for split in SPLITS:
             self._cached(self._sampling_arguments(split))
+        if self.hparams.test_target_strings:
+            self._cached(self._sampling_arguments("test_target"))
 
     def setup(self, stage: Optional[str] = None) -> None:
         """Sample (or read from the cache) the corpora ``stage`` needs; idempotent."""
@@ -316,8 +431,12 @@ class PFADataModule(L.LightningDataModule):
             num_replicas=world,
             rank=rank,
         )
+        dataset = BatchDataset(tokenized, batches, probs, self.pad_id)
+        weights = self.test_weights() if split == "test" else None
+        if weights is not None:
+            dataset = _WithWeights(dataset, weights)
         return DataLoader(
-            BatchDataset(tokenized, batches, probs, self.pad_id),
+            dataset,
             batch_size=None,
             sampler=order,
             num_workers=self.hparams.num_workers,
@@ -418,12 +537,19 @@ class PFADataModule(L.LightningDataModule):
     def summary(self) -> dict[str, Any]:
         """Flat dict for hyperparameter logging.
 
-        All constructor arguments, plus ``realized_count``, ``realized_strings``,
+        The constructor arguments that apply to the chosen automaton source (``automaton``, or
+        ``generator`` with its own arguments: ``eta`` for "parity", ``weight_seed`` for
+        "parity_resampled", ``num_states``/``num_symbols``/``topology_seed``/``weight_seed`` for
+        "random") and every other argument, plus ``realized_count``, ``realized_strings``,
         ``expected_count``, ``automaton_states``, ``alphabet_size``, ``vocab_size``,
         ``automaton_id`` and ``train_tokens`` (symbols in the training corpus). Samples (or
         reads) the training corpus if needed.
         """
-        out = dict(self.hparams)
+        hp = dict(self.hparams)
+        source = (
+            ("automaton",) if hp["automaton"] is not None else ("generator", *GENERATOR_ARGS[hp["generator"]])
+        )
+        out = {k: v for k, v in hp.items() if k not in _SOURCE_ARGS or k in source}
         out.update(
             realized_count=self.realized_count,
             realized_strings=self.realized_strings,
@@ -435,3 +561,18 @@ class PFADataModule(L.LightningDataModule):
             train_tokens=int(self.corpus("train").tokens.numel()),
         )
         return out
+
+
+class _WithWeights(torch.utils.data.Dataset):
+    """A :class:`BatchDataset` whose batches also carry ``weights`` ``[B]`` (one per string)."""
+
+    def __init__(self, batches: BatchDataset, weights: torch.Tensor) -> None:
+        self.batches, self.weights = batches, weights
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        batch = self.batches[i]
+        batch["weights"] = self.weights[self.batches.batches[i]]
+        return batch

@@ -15,9 +15,11 @@ from cfl_lightning.metrics.naming import (
     target_values,
 )
 from cfl_lightning.metrics.pfsa_kl import pfsa_kl, pfsa_kl_decomposed
+from cfl_lightning.metrics.state_visits import StateVisits
 
 __all__ = [
     "DecomposedKL",
+    "StateVisits",
     "EpochLoss",
     "EPOCH_LOSS_NAMES",
     "decomposed_kl",

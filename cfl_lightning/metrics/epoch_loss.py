@@ -48,7 +48,9 @@ class EpochLoss(nn.Module):
 
         Args:
             log_probs: ``[B, T, |S|+1]`` model log-probabilities (EOS last).
-            batch: ``target_probs`` ``[B, T, |S|+1]``, ``target_ids`` ``[B, T]``, ``mask`` ``[B, T]``.
+            batch: ``target_probs`` ``[B, T, |S|+1]``, ``target_ids`` ``[B, T]``, ``mask`` ``[B, T]``,
+                optionally ``weights`` ``[B]`` (per-string importance weights; the epoch values
+                are then weighted averages).
 
         Returns:
             ``(kl, ce)``: ``[B]`` per-string sums over the real positions (in ``log_probs``'s
@@ -57,12 +59,22 @@ class EpochLoss(nn.Module):
         mask = batch["mask"].bool()
         kl = kl_per_position(batch["target_probs"], log_probs, mask).sum(dim=1)
         ce = cross_entropy_per_position(log_probs, batch["target_ids"], mask).sum(dim=1)
-        values = {
-            "kl": kl.detach().sum(),
-            "ce": ce.detach().sum(),
-            "strings": torch.tensor(float(mask.shape[0])),
-            "tokens": mask.sum(),
-        }
+        weights = batch.get("weights")
+        if weights is None:
+            values = {
+                "kl": kl.detach().sum(),
+                "ce": ce.detach().sum(),
+                "strings": torch.tensor(float(mask.shape[0])),
+                "tokens": mask.sum(),
+            }
+        else:  # importance-weighted strings (e.g. test sets with targeted strings)
+            w = weights.to(device=kl.device, dtype=torch.float64)
+            values = {
+                "kl": (w * kl.detach().double()).sum(),
+                "ce": (w * ce.detach().double()).sum(),
+                "strings": w.sum(),
+                "tokens": (w * mask.sum(dim=1)).sum(),
+            }
         for name, value in values.items():
             self.sums[name].update(value.to(torch.float64))
         return kl, ce

@@ -11,7 +11,9 @@ estimated from prefixes of strings drawn from the automaton by per-state average
 ``U(q) = mean_{t: q_t = q} KL(p_A(.|q) || p_theta(.|x_<t))`` and
 ``U(q, s) = mean_{t: q_t = q} log p_A(s|q) / p_theta(s|x_<t)``. The symbol contribution is
 ``p_pi(s) U(s) = sum_q p_pi(q, s) U(q, s)``, so the three decompositions sum to the same ``total``
-(the stratified estimator ``sum_q p_pi(q) U(q)``) up to rounding.
+(the stratified estimator ``sum_q p_pi(q) U(q)``) up to rounding. ``U(s)`` itself is estimated
+over the states the strings visit, ``sum_q p_pi(q, s) U(q, s) / sum_q p_pi(q, s)`` with both
+sums over visited states: an unvisited state's ``U(q, s)`` is unknown, not 0.
 """
 
 from __future__ import annotations
@@ -137,7 +139,8 @@ def _decomposed_kl_compute(
     Returns:
         dict of float64 tensors: ``state`` ``[Q]``, ``transition`` ``[Q, |S|+1]``, ``symbol``
         ``[|S|+1]`` (weighted; no NaN; each sums to ``total``), their ``*_unweighted`` versions
-        (NaN for unvisited states, for ``p_A(s|q) = 0`` and for ``p_pi(s) = 0``), and ``total``
+        (NaN for unvisited states, for ``p_A(s|q) = 0`` and for symbols that no visited state
+        can emit), and ``total``
         (scalar, nats per string). Unvisited states contribute 0 to the weighted outputs.
     """
     device = counts.device
@@ -155,8 +158,9 @@ def _decomposed_kl_compute(
     trans_weight = visits[:, None] * probs
     transition = torch.where(trans_ok & (trans_weight > 0), trans_weight * trans_unw, zero)
     symbol = transition.sum(0)
-    symbol_weight = trans_weight.sum(0)
-    symbol_ok = (symbol_weight > 0) & (trans_ok & (trans_weight > 0)).any(0)
+    # U(s): the p_pi(q, s)-weighted mean of U(q, s) over the visited states only
+    symbol_weight = torch.where(trans_ok, trans_weight, zero).sum(0)
+    symbol_ok = symbol_weight > 0
     symbol_unw = torch.where(symbol_ok, symbol / torch.where(symbol_ok, symbol_weight, 1.0), nan)
     return {
         "total": state.sum(),

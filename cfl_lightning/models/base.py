@@ -73,8 +73,11 @@ class LanguageModel(pl.LightningModule):
         dropout: dropout probability.
         lr: Adam learning rate.
         lr_factor: ``ReduceLROnPlateau`` factor.
-        lr_patience: validation checks without improvement before the LR is multiplied by
-            ``lr_factor``.
+        lr_patience: the LR is multiplied by ``lr_factor`` at the ``lr_patience``-th validation
+            in a row without a decrease of :data:`MONITOR` (the paper: "after 5 checkpoints
+            with no decrease"; torch's ``ReduceLROnPlateau`` counts one more, so it gets
+            ``patience=lr_patience - 1``). Any decrease counts as improvement (``threshold=0``,
+            as for early stopping's ``min_delta=0``). At least 1.
         loss: ``"kl"`` (KL to the automaton) or ``"ce"`` (next-symbol cross-entropy).
     """
 
@@ -96,6 +99,14 @@ class LanguageModel(pl.LightningModule):
             raise ValueError(f"num_layers must be >= 1, got {num_layers}")
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        if not (isinstance(lr, (int, float)) and lr >= 0):
+            raise ValueError(f"lr (the learning rate) must be non-negative, got {lr}")
+        if not 0.0 <= lr_factor < 1.0:
+            raise ValueError(f"lr_factor must be in [0, 1), got {lr_factor}")
+        if lr_patience < 0:
+            raise ValueError(f"lr_patience must be non-negative, got {lr_patience}")
+        if param_budget < 1:
+            raise ValueError(f"param_budget must be positive, got {param_budget}")
         if loss not in ("kl", "ce"):
             raise ValueError(f"loss must be 'kl' or 'ce', got {loss!r}")
         self.num_symbols = int(num_symbols)
@@ -104,6 +115,8 @@ class LanguageModel(pl.LightningModule):
         self.eos_id, self.bos_id, self.pad_id = num_symbols, num_symbols + 1, num_symbols + 2
         self.param_budget = int(param_budget)
         self.loss_name = loss
+        if isinstance(lr_patience, bool) or int(lr_patience) < 1:
+            raise ValueError(f"lr_patience must be >= 1, got {lr_patience}")
         self.lr, self.lr_factor, self.lr_patience = float(lr), float(lr_factor), int(lr_patience)
         self.num_parameters = 0
         self.size_summary = {"num_parameters": 0}
@@ -151,7 +164,7 @@ class LanguageModel(pl.LightningModule):
         """The loss of one batch: :func:`~cfl_lightning.kl_to_automaton_loss` (``loss="kl"``) or
         the next-symbol cross-entropy per string (``loss="ce"``); epoch sums accumulate."""
         scores = self(batch["input_ids"])
-        kl, ce = self.train_loss.update(torch.log_softmax(scores, dim=-1), batch)
+        _, ce = self.train_loss.update(torch.log_softmax(scores, dim=-1), batch)
         if self.loss_name == "kl":
             return kl_to_automaton_loss(scores, batch)
         return ce.mean()
@@ -199,10 +212,18 @@ class LanguageModel(pl.LightningModule):
 
     # ------------------------------------------------------------------ optimization
     def configure_optimizers(self) -> dict[str, Any]:
-        """Adam, with ``ReduceLROnPlateau`` on :data:`MONITOR` stepped after every validation."""
+        """Adam, with ``ReduceLROnPlateau`` on :data:`MONITOR` stepped after every validation.
+
+        The LR is multiplied by ``lr_factor`` exactly at the ``lr_patience``-th validation in a
+        row without a decrease (torch reduces when its bad-epoch count *exceeds* ``patience``).
+        """
         optimizer = torch.optim.Adam(self.parameters(), lr=self.lr)
         scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
-            optimizer, mode="min", factor=self.lr_factor, patience=self.lr_patience
+            optimizer,
+            mode="min",
+            factor=self.lr_factor,
+            patience=self.lr_patience - 1,
+            threshold=0.0,
         )
         return {
             "optimizer": optimizer,

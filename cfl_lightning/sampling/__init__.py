@@ -4,6 +4,7 @@ from cfl_lightning.sampling.budget import MemoryEstimate, check_sampling_memory,
 from cfl_lightning.sampling.corpus import Corpus
 from cfl_lightning.sampling.intervention import Intervention
 from cfl_lightning.sampling.sampler import INTERVENTIONS, METHODS, sample_corpus
+from cfl_lightning.sampling.visits import reach_probability, sample_visiting, stake_states
 
 __all__ = [
     "Corpus",
@@ -14,4 +15,7 @@ __all__ = [
     "MemoryEstimate",
     "estimate_sampling",
     "check_sampling_memory",
+    "stake_states",
+    "reach_probability",
+    "sample_visiting",
 ]

@@ -2,7 +2,8 @@
 
 A corpus of ``K`` strings costs about ``K x E[length]`` tokens; the sampler's per-step records,
 the flat corpus and writing it as JSON Lines each cost a few int64 (or Python list slots) per
-token. The exact samplers also hold backward bins ``[N + 1, Q]`` float64 for a count ``N``. Under
+token, and the walk keeps a few small tensors per step (one step per symbol of the longest
+string, which dominates for a few very long strings). The exact samplers also hold backward bins ``[N + 1, Q]`` float64 for a count ``N``. Under
 an intervention whose count ``N`` exceeds the natural ``K x E[count]``, strings get longer in
 proportion. :func:`estimate_sampling` turns this into bytes; :func:`check_memory` compares them
 with the memory available (``MemAvailable``, the cgroup limit, or free CUDA memory) and raises
@@ -47,6 +48,7 @@ SAMPLE_PER_TOKEN = 40  # per-step records, the flat corpus and the assembly temp
 SAMPLE_PER_STRING = 96  # ids, states, budgets, counts, offsets, uniforms
 WRITE_PER_TOKEN = 16  # Python lists of the corpus while writing JSON Lines
 WRITE_PER_STRING = 120
+STEP_BYTES = 3072  # per step of the walk (one per symbol of the longest string): its records
 
 
 class LongStringWarning(UserWarning):
@@ -145,7 +147,8 @@ def estimate_sampling(
         bins = int(4 * pfsa.num_states * 8)
     per_token = SAMPLE_PER_TOKEN + (WRITE_PER_TOKEN if write else 0) + extra_bytes_per_token
     per_string = SAMPLE_PER_STRING + (WRITE_PER_STRING if write else 0) + extra_bytes_per_token
-    corpus = tokens * per_token + k * per_string
+    steps = tokens / k * (1 + math.log(k) / 4)  # ~ the longest string: few, long strings cost
+    corpus = tokens * per_token + k * per_string + steps * STEP_BYTES
     return MemoryEstimate(k, length, tokens, bins, int(min(corpus, 2**62)))
 
 

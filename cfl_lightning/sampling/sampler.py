@@ -8,10 +8,11 @@ Interventions on an event (a set of transitions, :class:`~cfl_lightning.automata
 * ``at_least_once`` -- exactly ``count`` of the ``K`` strings contain an occurrence.
 
 Each draws from the exact conditional law of ``K`` i.i.d. strings given the constraint. With
-``method="binning"`` (default): backward weights of the binning-lifted automaton
-(:func:`~cfl_lightning.semiring.backward_fast`), per-string counts by recursive halving
-(:mod:`~cfl_lightning.sampling.counts`), then each string by the conditioned walk
-(:mod:`~cfl_lightning.sampling.paths`). ``method="rejection"`` draws whole corpora until one
+``method="binning"`` (default): the initial state's count law as far as the target needs
+(:mod:`~cfl_lightning.sampling.law`), per-string counts by recursive halving on the sampling
+device (:mod:`~cfl_lightning.sampling.counts`), then each string by the conditioned walk with
+backward bins up to its budget (:func:`~cfl_lightning.semiring.backward_fast`,
+:mod:`~cfl_lightning.sampling.paths`). ``method="rejection"`` draws whole corpora until one
 satisfies the constraint (a baseline; bounded tries).
 """
 
@@ -24,8 +25,9 @@ from cfl_lightning.automata.pfsa import PFSA
 from cfl_lightning.errors import InterventionError, RejectionExhaustedError
 from cfl_lightning.progress import Progress
 from cfl_lightning.sampling.corpus import Corpus
-from cfl_lightning.sampling.counts import CountLaw, split_at_least, split_exact
+from cfl_lightning.sampling.counts import split_at_least, split_exact
 from cfl_lightning.sampling.intervention import INTERVENTIONS, Intervention
+from cfl_lightning.sampling.law import CountSource, law_for_total, law_upto
 from cfl_lightning.sampling.paths import sample_paths
 from cfl_lightning.sampling.request import check_request
 from cfl_lightning.semiring.backward import ScaledBins, backward_fast
@@ -102,7 +104,7 @@ def sample_corpus(
         if method == "rejection":
             corpus = _rejection(automaton, num_strings, spec, event_fn, paths_gen, max_tries)
         else:
-            counts_gen = torch.Generator().manual_seed((seed + 0x9E3779B9) % 2**64)
+            counts_gen = torch.Generator(device=dev).manual_seed((seed + 0x9E3779B9) % 2**64)
             if intervention == "at_least_once":
                 corpus = _at_least_once(
                     automaton, event_fn, num_strings, count, counts_gen, paths_gen, bar
@@ -140,7 +142,7 @@ def _at_least_once(
         raise InterventionError(
             f"at_least_once count {m} is impossible: every string contains the event"
         )
-    order = torch.randperm(k, generator=counts_gen).to(pfsa.device)
+    order = torch.randperm(k, generator=counts_gen, device=counts_gen.device).to(pfsa.device)
     hit, miss = order[:m].sort().values, order[m:].sort().values
     parts = []
     for positions, bins, budget, at_least in ((hit, tail_bins, 1, True), (miss, exact_bins, 0, False)):
@@ -162,24 +164,17 @@ def _plan(
     n: int,
     gen: torch.Generator,
 ) -> tuple[torch.Tensor, ScaledBins]:
-    """Per-string exact budgets (``exact`` or ``at_least``) and the backward bins they index."""
-    cache: dict[int, ScaledBins] = {}
+    """Per-string exact budgets (``exact`` or ``at_least``) and the backward bins they index.
 
-    def law_upto(upto: int) -> CountLaw:
-        if upto not in cache:
-            cache.clear()
-            cache[upto] = backward_fast(pfsa, event_fn, upto + 1)
-        return CountLaw(cache[upto].log_column(pfsa.initial))
-
+    The count law comes only as far as the target needs (:mod:`~cfl_lightning.sampling.law`),
+    the split runs on ``gen``'s device, and the walk's bins stop at the largest budget.
+    """
+    source = CountSource(pfsa, event_fn)
     if intervention == "exact":
-        budgets = split_exact(law_upto(n), k, n, gen)
+        budgets = split_exact(law_for_total(pfsa, event_fn, k, n, source), k, n, gen)
     else:
-        budgets = split_at_least(law_upto, k, n, gen)
-    needed = int(budgets.max()) + 1
-    bins = next(iter(cache.values()))
-    if bins.num_bins < needed:  # pragma: no cover - law_upto always covers the draws
-        bins = backward_fast(pfsa, event_fn, needed)
-    return budgets.to(pfsa.device), bins
+        budgets = split_at_least(law_upto(pfsa, event_fn, source), k, n, gen)
+    return budgets.to(pfsa.device), source.bins(int(budgets.max()) + 1)
 
 
 def _rejection(

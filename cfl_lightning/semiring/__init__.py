@@ -4,6 +4,8 @@ from cfl_lightning.semiring.backward import (
     ScaledBins,
     backward_fast,
     backward_lehmann,
+    count_operator,
+    initial_count_law,
     lifted_transition_matrix,
 )
 from cfl_lightning.semiring.binning import BinningSemiring
@@ -13,5 +15,7 @@ __all__ = [
     "ScaledBins",
     "backward_fast",
     "backward_lehmann",
+    "count_operator",
+    "initial_count_law",
     "lifted_transition_matrix",
 ]

@@ -13,9 +13,11 @@ transitions exactly ``n`` times (the paper's Theorem "Backward Weight Interpreta
       \beta_0 = (I - W_0)^{-1} f, \qquad \beta_n = A \beta_{n-1}, \quad A = (I - W_0)^{-1} W_1,
 
   one factorization and ``O(Q^2)`` per bin. Tails ``T_n(q) = P(count >= n)`` obey the same
-  recurrence from ``T_0 = 1``. Bins are produced in blocks of ``block`` with the stacked powers of
-  ``A / rho(A)`` and every bin is rescaled to max 1 with its log scale kept apart
-  (:class:`ScaledBins`), so ``N`` in the hundreds of thousands neither underflows nor overflows.
+  recurrence from ``T_0 = 1``. Bins are produced by doubling (``log2 N`` matrix products) and
+  every bin is rescaled to max 1 with its log scale kept apart (:class:`ScaledBins`), so ``N`` in
+  the millions neither underflows nor overflows.
+* :func:`initial_count_law` -- only the initial state's bins (the per-string count law), by
+  baby and giant steps, without the ``[N, Q]`` array.
 """
 
 from __future__ import annotations
@@ -27,8 +29,17 @@ from torch import Tensor
 
 from cfl_lightning.automata.pfsa import PFSA
 from cfl_lightning.semiring.binning import BinningSemiring
+from cfl_lightning.semiring.powers import ScaledRows, first_row_law, power_rows
 
-__all__ = ["ScaledBins", "backward_fast", "backward_lehmann", "lifted_transition_matrix"]
+__all__ = [
+    "ScaledBins",
+    "backward_fast",
+    "backward_lehmann",
+    "bins_from_operator",
+    "count_operator",
+    "initial_count_law",
+    "lifted_transition_matrix",
+]
 
 
 @dataclass
@@ -117,66 +128,86 @@ def backward_lehmann(pfsa: PFSA, event_fn: Tensor, order: int, *, log: bool = Fa
     return semiring.sum(semiring.times(closure, final[None, :, :]), dim=1)
 
 
-def _spectral_scale(matrix: Tensor) -> float:
-    """Spectral radius of ``matrix`` (1 when it is numerically nilpotent)."""
-    radius = float(torch.linalg.eigvals(matrix.cpu()).abs().max())
-    return radius if radius > 1e-200 else 1.0
+def count_operator(pfsa: PFSA, event_fn: Tensor, *, tail: bool = False) -> tuple[Tensor, Tensor]:
+    """The recurrence of the fast route: ``A = (I - W0)^-1 W1`` and its start vector.
+
+    Args:
+        pfsa: the automaton.
+        event_fn: ``[Q, |S|]`` with entries in ``{0, 1}``.
+        tail: start from ``T_0 = 1`` (tails) instead of ``beta_0 = (I - W0)^-1 f``.
+
+    Returns:
+        ``A`` ``[Q, Q]`` and the start ``[Q]``, non-negative float64 on ``pfsa.device``
+        (rounding negatives clamped to 0). The ``Q x Q`` solve runs on the CPU (no solver
+        launches on a GPU; the same ``A`` on every device).
+    """
+    device = pfsa.device
+    host = pfsa if device.type == "cpu" else pfsa.to("cpu")
+    mask = event_fn.cpu().double()
+    if not bool(((mask == 0) | (mask == 1)).all()):
+        raise ValueError("backward_fast needs a 0/1 event function; use backward_lehmann")
+    q = host.num_states
+    eye = torch.eye(q, dtype=torch.float64)
+    lu = torch.linalg.lu_factor(eye - host.transition_matrix(1.0 - mask))
+    step = torch.linalg.lu_solve(*lu, host.transition_matrix(mask)).clamp(min=0.0)
+    if tail:
+        start = torch.ones(q, dtype=torch.float64)
+    else:
+        start = torch.linalg.lu_solve(*lu, host.final[:, None])[:, 0].clamp(min=0.0)
+    return step.to(device), start.to(device)
 
 
 def backward_fast(
-    pfsa: PFSA, event_fn: Tensor, num_bins: int, *, tail: bool = False, block: int = 256
+    pfsa: PFSA, event_fn: Tensor, num_bins: int, *, tail: bool = False, block: int | None = 4096
 ) -> ScaledBins:
     """Backward weights for a 0/1 event function by the ``(I - W0)^-1`` recurrence.
+
+    Bins come by doubling up to ``block`` bins, then in blocks of ``block`` bins
+    (:func:`~cfl_lightning.semiring.powers.power_rows`): ``O(log block + N / block)`` matrix
+    products (kernel launches on a GPU), each bin rescaled to max 1.
 
     Args:
         pfsa: the automaton.
         event_fn: ``[Q, |S|]`` with entries in ``{0, 1}``.
         num_bins: number of bins ``n = 0 .. num_bins - 1`` to produce.
         tail: produce tails ``P(count >= n)`` instead of ``P(count = n)``.
-        block: bins per block (one stacked matmul each).
+        block: at most this many bins per matrix product (a power of two; ``None``: doubling all
+            the way, ``O(log N)`` products; on a CPU, blocks of 4096 are faster).
 
     Returns:
         :class:`ScaledBins` with ``values`` ``[num_bins, Q]`` on ``pfsa.device``.
     """
     if num_bins < 1:
         raise ValueError("num_bins must be >= 1")
-    mask = event_fn.to(pfsa.device).double()
-    if not bool(((mask == 0) | (mask == 1)).all()):
-        raise ValueError("backward_fast needs a 0/1 event function; use backward_lehmann")
-    q = pfsa.num_states
-    eye = torch.eye(q, dtype=torch.float64, device=pfsa.device)
-    w0 = pfsa.transition_matrix(1.0 - mask)
-    w1 = pfsa.transition_matrix(mask)
-    lu = torch.linalg.lu_factor(eye - w0)
-    step = torch.linalg.lu_solve(*lu, w1)  # A = (I - W0)^-1 W1, [Q, Q]
-    if tail:
-        start = torch.ones(q, dtype=torch.float64, device=pfsa.device)
-    else:
-        start = torch.linalg.lu_solve(*lu, pfsa.final[:, None])[:, 0]
-    start = start.clamp(min=0.0)
-    values = torch.zeros(num_bins, q, dtype=torch.float64, device=pfsa.device)
-    log_scale = torch.empty(num_bins, dtype=torch.float64, device=pfsa.device)
-    peak = start.abs().max()
-    values[0] = start / peak if peak > 0 else start
-    log_scale[0] = peak.log()
-    if num_bins == 1:
-        return ScaledBins(values, log_scale)
-    scale = _spectral_scale(step)
-    normalized = step / scale
-    block = max(1, min(block, num_bins - 1))
-    powers = torch.empty(block, q, q, dtype=torch.float64, device=pfsa.device)
-    powers[0] = normalized
-    for k in range(1, block):
-        powers[k] = powers[k - 1] @ normalized
-    ks = torch.arange(1, block + 1, dtype=torch.float64, device=pfsa.device)
-    offsets = ks * torch.log(torch.tensor(scale, dtype=torch.float64))
-    i = 1
-    while i < num_bins:
-        b = min(block, num_bins - i)
-        ys = (powers[:b] @ values[i - 1]).clamp(min=0.0)  # [b, Q]; negatives are rounding
-        peaks = ys.amax(dim=1)
-        safe = torch.where(peaks > 0, peaks, torch.ones_like(peaks))
-        values[i : i + b] = ys / safe[:, None]
-        log_scale[i : i + b] = log_scale[i - 1] + offsets[:b] + peaks.log()
-        i += b
-    return ScaledBins(values, log_scale)
+    return bins_from_operator(*count_operator(pfsa, event_fn, tail=tail), num_bins, block)
+
+
+def bins_from_operator(
+    step: Tensor, start: Tensor, num_bins: int, block: int | None = 4096
+) -> ScaledBins:
+    """Bins ``A^n start`` for ``n < num_bins`` from :func:`count_operator`'s output."""
+    rows, _ = power_rows(start, step.T, num_bins, block)  # row n = (A^n start)^T
+    return ScaledBins(rows.values, rows.log_scale)
+
+
+def initial_count_law(
+    pfsa: PFSA, event_fn: Tensor, length: int, *, tail: bool = False
+) -> tuple[Tensor, ScaledRows]:
+    """Log backward weights of the initial state only, ``log beta_n(q_init)`` for ``n < L``.
+
+    The forward rows ``e^T A^n`` by baby and giant steps
+    (:func:`~cfl_lightning.semiring.powers.first_row_law`): ``O(L Q + sqrt(L) Q^2)``, no
+    ``[L, Q]`` array.
+
+    Args:
+        pfsa: the automaton.
+        event_fn: ``[Q, |S|]`` 0/1.
+        length: number of bins wanted.
+        tail: tails ``log P(count >= n)`` instead.
+
+    Returns:
+        ``[L]`` float64 log weights on ``pfsa.device`` for some ``L >= length``, and the scaled
+        row ``e^T A^L`` (its product with ``sum_m A^m start`` bounds the mass beyond ``L``).
+    """
+    step, start = count_operator(pfsa, event_fn, tail=tail)
+    return first_row_law(pfsa.initial, step, start, length)

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# One prepared GPU check (run through the device tool from the repo root; logs go to $OUT).
+#   bash benchmarks/gpu_check.sh sampling   # CUDA law tests, sampler benchmark, Lightning layer on CUDA
+#   bash benchmarks/gpu_check.sh ensemble   # ensemble training benchmark
+# The GPU machine has torch, lightning, torchmetrics, scipy, hypothesis but no jsonargparse/wandb:
+# everything here goes through the Python API.
+set -uo pipefail
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 WANDB_MODE=disabled
+OUT=${OUT:-/tmp/gpu_out}; mkdir -p "$OUT"
+nvidia-smi -L
+python -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name(0))"
+case "${1:-sampling}" in
+  sampling)
+    timeout 240 python -m pytest -q -p no:cacheprovider tests/test_sampling.py tests/test_backward.py \
+      tests/test_count_law.py tests/test_datamodule.py -k cuda 2>&1 | tee "$OUT/cuda_tests.log" | tail -15
+    timeout 200 python benchmarks/gpu_sampling.py --device cuda 2>&1 | tee "$OUT/gpu_sampling.log"
+    timeout 120 python benchmarks/gpu_fit_smoke.py --device cuda 2>&1 | grep -v "Tip\|available\|LOCAL_RANK" \
+      | tee "$OUT/gpu_fit_smoke.log"
+    ;;
+  ensemble)
+    timeout 400 python benchmarks/bench_ensemble.py --device cuda 2>&1 | tee "$OUT/gpu_ensemble.log"
+    ;;
+esac

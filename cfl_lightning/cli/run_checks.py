@@ -1,0 +1,101 @@
+"""Checks of a training run's arguments, made before anything is written to disk.
+
+Each raises :class:`~cfl_lightning.errors.CflError` with one line naming the problem, so that
+``fit``/``validate``/``test`` exit with status 2, no traceback and no partial run directory.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from cfl_lightning.errors import CflError
+
+__all__ = ["check_trainer_values", "check_root_dir", "read_checkpoint", "check_checkpoint_fits"]
+
+# option -> (smallest allowed value, what it means); None is always allowed
+_TRAINER_BOUNDS = {
+    "max_epochs": (-1, "a non-negative integer or -1 (no limit)"),
+    "min_epochs": (0, "a non-negative integer"),
+    "max_steps": (-1, "a non-negative integer or -1 (no limit)"),
+    "min_steps": (0, "a non-negative integer"),
+    "check_val_every_n_epoch": (1, "a positive integer"),
+    "log_every_n_steps": (0, "a non-negative integer"),
+    "accumulate_grad_batches": (1, "a positive integer"),
+    "num_sanity_val_steps": (-1, "a non-negative integer or -1 (all batches)"),
+    "gradient_clip_val": (0, "a non-negative number"),
+}
+
+
+def check_trainer_values(trainer: Mapping[str, Any]) -> None:
+    """Bounds that Lightning only checks once the run has started (and its directories exist)."""
+    for name, (low, meaning) in _TRAINER_BOUNDS.items():
+        value = trainer.get(name)
+        if value is None or isinstance(value, bool):
+            continue
+        if isinstance(value, (int, float)) and value < low:
+            raise CflError(f"--trainer.{name} must be {meaning}, got {value}")
+    interval = trainer.get("val_check_interval")
+    if isinstance(interval, (int, float)) and not isinstance(interval, bool) and interval <= 0:
+        raise CflError(f"--trainer.val_check_interval must be positive, got {interval}")
+    low, high = trainer.get("min_epochs"), trainer.get("max_epochs")
+    if isinstance(low, int) and isinstance(high, int) and high >= 0 and low > high:
+        raise CflError(f"--trainer.min_epochs ({low}) exceeds --trainer.max_epochs ({high})")
+
+
+def check_root_dir(path: str | os.PathLike | None) -> None:
+    """``default_root_dir`` must be a directory, or creatable as one, and writable."""
+    if path is None:
+        return
+    target = Path(path).expanduser().absolute()
+    probe = target
+    while not probe.exists():
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if not probe.is_dir():
+        what = "is not a directory" if probe == target else f"cannot be created ({probe} is a file)"
+        raise CflError(f"--trainer.default_root_dir {os.fspath(path)} {what}")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise CflError(f"--trainer.default_root_dir {os.fspath(path)} is not writable ({probe})")
+
+
+def read_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
+    """Load a Lightning checkpoint with ``weights_only=True``; one-line errors when it cannot be."""
+    import torch
+
+    file = Path(path)
+    if not file.exists():
+        raise CflError(f"checkpoint {os.fspath(path)} does not exist")
+    if not file.is_file():
+        raise CflError(f"checkpoint {os.fspath(path)} is not a file")
+    try:
+        checkpoint = torch.load(file, map_location="cpu", weights_only=True)
+    except Exception as err:  # corrupt, truncated, not a torch file, unsafe pickle
+        reason = " ".join(str(err).split())[:120] or type(err).__name__
+        raise CflError(f"checkpoint {os.fspath(path)} cannot be read: {reason}") from None
+    if not isinstance(checkpoint, dict) or not isinstance(checkpoint.get("state_dict"), dict):
+        raise CflError(f"checkpoint {os.fspath(path)} is not a Lightning checkpoint (no state_dict)")
+    return checkpoint
+
+
+def check_checkpoint_fits(path: str | os.PathLike, checkpoint: Mapping[str, Any], model: Any) -> None:
+    """The checkpoint's tensors must be exactly the model's (names and shapes)."""
+    expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    found = {k: tuple(v.shape) for k, v in checkpoint["state_dict"].items() if hasattr(v, "shape")}
+    missing = sorted(set(expected) - set(found))
+    unexpected = sorted(set(found) - set(expected))
+    shapes = [k for k in sorted(set(expected) & set(found)) if expected[k] != found[k]]
+    if not (missing or unexpected or shapes):
+        return
+    name = type(model).__name__
+    if shapes:
+        k = shapes[0]
+        detail = f"{k} has shape {list(found[k])}, the model's is {list(expected[k])}"
+    elif missing:
+        detail = f"{len(missing)} of the model's tensors are missing (e.g. {missing[0]})"
+    else:
+        detail = f"it holds {len(unexpected)} tensors the model does not have (e.g. {unexpected[0]})"
+    raise CflError(f"checkpoint {os.fspath(path)} does not fit {name}: {detail}")
