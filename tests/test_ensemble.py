@@ -50,7 +50,7 @@ def build(arch: str, seed: int, data: dict, dropout: float = 0.0, lr: float = 0.
         test_strings=0, cache_dir="none", device="cpu", **data,
     )
     model = MODELS[arch](
-        num_symbols=dm.num_symbols, param_budget=8000, dropout=dropout, lr=lr, lr_patience=0
+        num_symbols=dm.num_symbols, param_budget=8000, dropout=dropout, lr=lr, lr_patience=1
     )
     return model, dm
 
@@ -329,7 +329,7 @@ def test_cli_built_member_has_the_sequential_runs_initialisation(model, tmp_path
     assert dm.num_symbols == hparams["num_symbols"]
     for (name, a), b in zip(ref.state_dict().items(), member.model.state_dict().values()):
         assert torch.equal(a, b), name
-    assert member.settings == TrainSettings(max_epochs=40, gradient_clip_val=5.0, patience=10)
+    assert member.settings == TrainSettings(max_epochs=1000, gradient_clip_val=5.0, patience=10)
     with pytest.raises(NotEnsembleable, match="accumulate_grad_batches"):
         build_member("m", [*args, "--trainer.accumulate_grad_batches=2"])
 

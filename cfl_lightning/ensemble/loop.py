@@ -83,10 +83,8 @@ class LoopTrainer:
         dm.setup("fit")
         model.to(self.device)
         settings = self.settings
-        schedule = MemberSchedule(
-            model.lr, model.lr_factor, model.lr_patience, settings.patience, settings.min_delta
-        )
-        optimizer = torch.optim.Adam(model.parameters(), lr=model.lr)
+        schedule = MemberSchedule(model, settings.patience, settings.min_delta)
+        optimizer = schedule.optimizer  # the model's own Adam, driven by its own scheduler
         best = {k: v.detach().clone() for k, v in model.state_dict().items()}
         loader = dm.train_dataloader()
         history: list[float] = []
@@ -107,8 +105,6 @@ class LoopTrainer:
             history.append(value)
             if schedule.update(value):
                 best = {k: v.detach().clone() for k, v in model.state_dict().items()}
-            for group in optimizer.param_groups:
-                group["lr"] = schedule.lr
             if schedule.stopped:
                 break
         return MemberOutcome(
@@ -118,6 +114,8 @@ class LoopTrainer:
             train_time_s=time.perf_counter() - started,
             val_history=history,
             step_losses=steps,
+            stopped_early=schedule.stopped_early,
+            steps=schedule.epochs * len(loader),
         )
 
     def fit(self) -> list[MemberOutcome]:

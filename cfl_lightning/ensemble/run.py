@@ -110,9 +110,9 @@ def _train_group(group: list[Any], device: str, backend: str, status: dict, stre
         return
     _say(stream, f"trained and tested {len(names)} members ({backend}) in "
                  f"{time.perf_counter() - started:.1f} s")
-    for member, outcome, kl_result in zip(group, outcomes, kl_results):
+    for member, outcome, (kl_result, visits) in zip(group, outcomes, kl_results):
         try:
-            path = write_member_results(member, outcome, kl_result)
+            path = write_member_results(member, outcome, kl_result, visits)
             status[member.name] = None
             _say(stream, f"done {member.name}: {path}")
         except Exception as err:  # noqa: BLE001

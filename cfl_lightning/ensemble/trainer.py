@@ -82,12 +82,16 @@ class MemberOutcome:
             last epoch (the ensemble's time, shared by all members).
         val_history: ``val/kl_per_string`` after every epoch.
         step_losses: the optimized loss at each of its steps (only with ``record_steps``).
+        stopped_early: whether early stopping ended its training (Lightning's rule).
+        steps: its optimizer steps.
     """
 
     best_state: dict[str, Tensor]
     best_val_loss: float | None
     epochs: int
     train_time_s: float
+    stopped_early: bool = False
+    steps: int = 0
     val_history: list[float] = field(default_factory=list)
     step_losses: list[float] = field(default_factory=list)
 
@@ -270,15 +274,11 @@ class EnsembleTrainer:
         self.train = _packed(self.datamodules, "train", self.device)
         self.val = _packed(self.datamodules, "val", self.device)
         self._samplers = [dm.train_dataloader().sampler for dm in self.datamodules]
-        first = self.models[0]
         params = self.layout.stack(self.models).to(self.device).requires_grad_(True)
         best = params.detach().clone()
         schedules = [
-            MemberSchedule(
-                first.lr, first.lr_factor, first.lr_patience,
-                self.settings.patience, self.settings.min_delta,
-            )
-            for _ in self.models
+            MemberSchedule(model, self.settings.patience, self.settings.min_delta)
+            for model in self.models
         ]
         optimizer = StackedAdam(
             params.detach(), torch.tensor([s.lr for s in schedules], dtype=torch.float64)
@@ -325,6 +325,8 @@ class EnsembleTrainer:
                 train_time_s=finish[i],
                 val_history=histories[i],
                 step_losses=self._member_steps(step_log, i),
+                stopped_early=schedules[i].stopped_early,
+                steps=schedules[i].epochs * self.train.num_batches[i],
             )
             for i in range(len(self.models))
         ]
