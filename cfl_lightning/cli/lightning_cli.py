@@ -41,9 +41,17 @@ from cfl_lightning.data import PFADataModule
 from cfl_lightning.errors import CflError
 from cfl_lightning.models import LanguageModel
 
-__all__ = ["CflLightningCLI", "CflArgumentParser", "DEFAULT_MODEL", "subcommand_usage", "remove_created"]
+__all__ = [
+    "CflLightningCLI", "CflArgumentParser", "DEFAULT_MODEL", "subcommand_usage", "remove_created",
+    "on_terminal",
+]
 
 DEFAULT_MODEL = "cfl_lightning.models.LSTMLanguageModel"
+
+
+def on_terminal() -> bool:
+    """Whether both stdout (where Lightning draws its bar) and stderr are terminals."""
+    return sys.stdout.isatty() and sys.stderr.isatty()
 
 
 def _takes(cls: type, name: str) -> bool:
@@ -189,10 +197,12 @@ class CflLightningCLI(LightningCLI):
             trainer["logger"] = False
             self.save_config_callback = None
         progress: list[Any] = []
-        if self.subcommand == "fit" and trainer is not None:
-            if not sys.stderr.isatty():
-                trainer["enable_progress_bar"] = False  # Lightning's bar is for terminals
-            if trainer.get("enable_progress_bar") is False:
+        if trainer is not None:
+            if not on_terminal():
+                # Lightning's bar (drawn on stdout) is for terminals: in logs, pipes and sweep
+                # children it would bury ``results: PATH`` under carriage returns
+                trainer["enable_progress_bar"] = False
+            if self.subcommand == "fit" and trainer.get("enable_progress_bar") is False:
                 progress.append(EpochProgress())
 
         listed = trainer.get("callbacks") if trainer is not None else None
