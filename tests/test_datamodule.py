@@ -503,3 +503,17 @@ def test_summary_lists_only_the_arguments_of_the_automaton_source(kwargs, source
     summary = dm.summary()
     assert set(summary) & all_source == source
     assert {"intervention", "seed", "max_tokens", "alphabet_size"} <= set(summary)
+
+
+def test_spread_batches_gives_every_rank_a_batch_and_counts_each_string_once():
+    from cfl_lightning.data.datamodule import spread_batches
+    from cfl_lightning.errors import CflError
+
+    batches = [torch.tensor([0, 1, 2, 3, 4]), torch.tensor([5, 6])]
+    for ranks in (1, 2, 3, 4, 7):
+        spread = spread_batches(batches, ranks, "val")
+        assert len(spread) == max(ranks, 2) and all(len(b) > 0 for b in spread)
+        assert torch.cat(spread).tolist() == list(range(7))  # every string once, order kept
+    assert spread_batches(batches, 2, "val") == batches  # enough batches: unchanged
+    with pytest.raises(CflError, match="val split has 7 strings, fewer than the 8 processes"):
+        spread_batches(batches, 8, "val")

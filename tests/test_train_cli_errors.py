@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from cfl_lightning.cli.run_checks import cpu_cores
 from cfl_lightning.models import LSTMLanguageModel
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -78,6 +79,11 @@ CASES = [
     ("validate", ["--ckpt_path={base}/plain.ckpt"], ["plain.ckpt", "not a Lightning"], False),
     ("test", ["--ckpt_path={base}/other.ckpt"], ["other.ckpt", "does not fit", "shape"], False),
     ("test", ["--ckpt_path={base}"], ["not a file"], False),
+    ("fit", ["--trainer.accelerator=cpu", f"--trainer.devices={cpu_cores() + 1}"],
+     ["--trainer.devices", f"{cpu_cores() + 1} CPU processes", "CPU core"], False),
+    ("validate", ["--trainer.accelerator=cpu", "--trainer.devices=[0,1]"],
+     ["--trainer.devices", "not a number of CPU processes"], False),
+    ("test", ["--trainer.strategy=bogus"], ["--trainer", "strategy", "bogus"], False),
 ]
 
 
@@ -119,7 +125,8 @@ def test_bad_input_in_process(i, tmp_path, bad_files, capsys):
     _check(i, code, capsys.readouterr().err, root)
 
 
-SUBPROCESS = [0, 4, 7, 10, 15]  # one of each kind: arguments, trainer, model, root dir, checkpoint
+# one of each kind: arguments, trainer, model, root dir, checkpoint, devices
+SUBPROCESS = [0, 4, 7, 10, 15, 17]
 
 
 def test_bad_input_subprocess(tmp_path, bad_files):

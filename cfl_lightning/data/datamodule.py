@@ -89,6 +89,35 @@ _STAGE_SPLITS = {
 }
 
 
+def spread_batches(batches: list[torch.Tensor], ranks: int, split: str) -> list[torch.Tensor]:
+    """At least ``ranks`` batches for an evaluation split, so that no rank is left without one.
+
+    Lightning refuses a rank whose loader is empty, and evaluation never repeats strings: while
+    there are fewer batches than ranks, the batch with the most strings is cut in two (its halves
+    stay in place, so the order by length is kept and every string is still counted once).
+
+    Args:
+        batches: the split's batches, each a 1-D tensor of string indices.
+        ranks: the number of processes.
+        split: the split's name (for the error message).
+
+    Raises:
+        CflError: the split has fewer strings than there are processes.
+    """
+    strings = sum(len(b) for b in batches)
+    if strings < ranks:
+        raise CflError(
+            f"the {split} split has {strings} string{'s' if strings != 1 else ''}, fewer than the "
+            f"{ranks} processes (raise data.{split}_strings or use fewer devices)"
+        )
+    batches = list(batches)
+    while len(batches) < ranks:
+        i = max(range(len(batches)), key=lambda j: len(batches[j]))
+        half = (len(batches[i]) + 1) // 2
+        batches[i : i + 1] = [batches[i][:half], batches[i][half:]]
+    return batches
+
+
 class PFADataModule(L.LightningDataModule):
     """Language-modeling data sampled from a probabilistic finite-state automaton.
 
@@ -423,6 +452,7 @@ class PFADataModule(L.LightningDataModule):
         trainer = self.trainer
         world, rank = (trainer.world_size, trainer.global_rank) if trainer is not None else (1, 0)
         if not shuffle and world > 1:
+            batches = spread_batches(batches, world, split)
             batches, world, rank = batches[rank::world], 1, 0  # this rank's share, unpadded
         order = BatchOrderSampler(
             len(batches),
