@@ -34,6 +34,7 @@ cache key; set ``device="cpu"`` for corpora identical across machines.
 from __future__ import annotations
 
 import hashlib
+import operator
 from typing import Any, Literal, Optional
 
 import lightning as L
@@ -60,6 +61,7 @@ from cfl_lightning.data.cache import automaton_json, cached_corpus, corpus_key, 
 from cfl_lightning.errors import CflError, PFSAError
 from cfl_lightning.sampling import Corpus
 from cfl_lightning.sampling.intervention import Intervention
+from cfl_lightning.sampling.request import SEED_MAX
 from cfl_lightning.sampling.visits import (
     mixture_weights,
     reach_probability,
@@ -87,6 +89,18 @@ _STAGE_SPLITS = {
     "test": ("test",),
     "predict": ("test",),
 }
+
+
+def _integer(name: str, value: Any, low: int, high: Optional[int] = None) -> int:
+    """``value`` as a Python int in ``low..high`` (numpy integers accepted, bools refused)."""
+    try:
+        number = None if isinstance(value, bool) else operator.index(value)
+    except TypeError:
+        number = None
+    if number is None or number < low or (high is not None and number > high):
+        bound = f"in {low}..{high}" if high is not None else f">= {low}"
+        raise CflError(f"{name} must be an integer {bound}, got {value!r}")
+    return number
 
 
 def spread_batches(batches: list[torch.Tensor], ranks: int, split: str) -> list[torch.Tensor]:
@@ -202,17 +216,26 @@ class PFADataModule(L.LightningDataModule):
         num_workers: int = 0,
     ) -> None:
         super().__init__()
+        # numpy integers are accepted and stored as Python ints (the hparams are logged)
+        num_strings, val_strings, test_strings, test_target_strings, max_tokens, num_workers = (
+            _integer(name, value, low)
+            for name, value, low in (
+                ("num_strings", num_strings, 1),
+                ("val_strings", val_strings, 0),
+                ("test_strings", test_strings, 0),
+                ("test_target_strings", test_target_strings, 0),
+                ("max_tokens", max_tokens, 1),
+                ("num_workers", num_workers, 0),
+            )
+        )
+        num_states, num_symbols = _integer("num_states", num_states, 1), _integer(
+            "num_symbols", num_symbols, 1)
+        seed, topology_seed, weight_seed = (
+            _integer(name, value, 0, SEED_MAX)
+            for name, value in (("seed", seed), ("topology_seed", topology_seed),
+                                ("weight_seed", weight_seed))
+        )
         self.save_hyperparameters()
-        for name, value, low in (
-            ("num_strings", num_strings, 1),
-            ("val_strings", val_strings, 0),
-            ("test_strings", test_strings, 0),
-            ("test_target_strings", test_target_strings, 0),
-            ("max_tokens", max_tokens, 1),
-            ("num_workers", num_workers, 0),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise CflError(f"{name} must be an integer >= {low}, got {value!r}")
         self.pfsa: PFSA = self._build_automaton()
         # The recorded hparam is the real alphabet size (the constructor value only sizes random
         # automata); Lightning merges data and model hparams and rejects a mismatch with the
