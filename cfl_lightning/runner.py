@@ -41,7 +41,7 @@ THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "CFL_LIGHTNING_THREADS")
 
 @dataclass
 class _Running:
-    point: SweepPoint
+    points: list[SweepPoint]  # one, or an ensemble's members
     process: subprocess.Popen
     log: TextIO
     started: float
@@ -122,6 +122,7 @@ def run_sweep(
     stream: TextIO | None = None,
     source: str = "sweep",
     max_points: int | None = None,
+    ensemble: int | None = None,
 ) -> SweepSummary:
     """Run the pending points of a grid sweep, ``parallel`` at a time.
 
@@ -138,6 +139,9 @@ def run_sweep(
             ``CFL_LIGHTNING_THREADS``).
         max_points: refuse grids larger than this (default
             :data:`~cfl_lightning.analysis.sweeps.MAX_POINTS`).
+        ensemble: train points that differ only in ``data.*`` and ``seed_everything`` together,
+            up to this many per process (:mod:`cfl_lightning.ensemble.sweep`); each member is
+            still reported, and fails, like a point of its own.
 
     The grid is walked lazily and only up to the ``limit``-th pending point; done points beyond
     it are counted from their directories (:func:`~cfl_lightning.analysis.sweeps.done_points`).
@@ -177,13 +181,26 @@ def run_sweep(
         f"{len(pending)} to run"
         + (f" ({summary.not_run} left for later: --limit)" if summary.not_run else "")
     )
+    # jobs: (points, command, working directory, log)
+    jobs: list[tuple[list[SweepPoint], list[str], Path, Path]] = []
+    plain = pending
+    if ensemble is not None:
+        from cfl_lightning.ensemble.sweep import plan_jobs
+
+        grouped, plain = plan_jobs(
+            config, pending, output, ensemble=ensemble, parallel=parallel, cwd=cwd,
+            write=not dry_run,
+        )
+        jobs += [(list(j.points), list(j.command), j.spec.parent, j.log) for j in grouped]
+    jobs += [([p], command_of(p), p.directory, p.directory / "run.log") for p in plain]
     if dry_run:
-        for point in pending:
-            say(f"{point.directory}: {shlex.join(command_of(point))}")
+        for points, command, _, _ in jobs:
+            where = ", ".join(str(p.directory) for p in points)
+            say(f"{where}: {shlex.join(command)}")
         return summary
 
     env = child_env(threads, launch_dir=cwd)
-    queue = list(pending)
+    queue = list(jobs)
     running: list[_Running] = []
     finished = 0
 
@@ -202,21 +219,24 @@ def run_sweep(
     try:
         while queue or running:
             while queue and len(running) < max(parallel, 1):
-                point = queue.pop(0)
+                points, command, workdir, log_path = queue.pop(0)
                 try:
-                    running.append(_start(point, command_of(point), env))
+                    running.append(_start(points, command, workdir, log_path, env))
                 except OSError as err:
-                    report(point, False, f"cannot start: {err}")
+                    for point in points:
+                        report(point, False, f"cannot start: {err}")
             time.sleep(0.05)
             for item in [r for r in running if r.process.poll() is not None]:
                 running.remove(item)
                 item.log.close()
                 code = item.process.returncode
-                if code == 0 and find_results(item.point.directory) is not None:
-                    report(item.point, True, f"{time.monotonic() - item.started:.1f} s")
-                else:
-                    why = f"exit {code}" if code != 0 else "exit 0 but no results.json"
-                    report(item.point, False, why)
+                for point in item.points:  # an ensemble's member may fail alone
+                    found = find_results(point.directory) is not None
+                    if found and (code == 0 or len(item.points) > 1):
+                        report(point, True, f"{time.monotonic() - item.started:.1f} s")
+                    else:
+                        why = f"exit {code}" if code != 0 else "exit 0 but no results.json"
+                        report(point, False, why)
     except KeyboardInterrupt:
         summary.interrupted = True
         say(f"interrupted: stopping {len(running)} running point(s)")
@@ -227,17 +247,27 @@ def run_sweep(
     return summary
 
 
-def _start(point: SweepPoint, command: list[str], env: Mapping[str, str]) -> _Running:
-    """Write ``params.json``, open ``run.log`` and start the point's command in its directory."""
-    point.directory.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(point.directory / "params.json", json.dumps(point.params, indent=1) + "\n")
-    log = open(point.directory / "run.log", "w", encoding="utf-8")  # noqa: SIM115
+def _start(
+    points: list[SweepPoint], command: list[str], workdir: Path, log_path: Path,
+    env: Mapping[str, str],
+) -> _Running:
+    """Write each point's ``params.json``, open the log and start ``command`` in ``workdir``.
+
+    A point trained in an ensemble gets a ``run.log`` naming the ensemble's shared log.
+    """
+    for point in points:
+        point.directory.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(point.directory / "params.json", json.dumps(point.params, indent=1) + "\n")
+        if point.directory / "run.log" != log_path:
+            atomic_write_text(point.directory / "run.log", f"# trained in an ensemble; log: {log_path}\n")
+    workdir.mkdir(parents=True, exist_ok=True)
+    log = open(log_path, "w", encoding="utf-8")  # noqa: SIM115
     try:
         log.write(f"# {shlex.join(command)}\n")
         log.flush()
         process = subprocess.Popen(
             command,
-            cwd=point.directory,
+            cwd=workdir,
             env=dict(env),
             stdin=subprocess.DEVNULL,
             stdout=log,
@@ -248,7 +278,7 @@ def _start(point: SweepPoint, command: list[str], env: Mapping[str, str]) -> _Ru
         log.write(f"cannot start: {err}\n")
         log.close()
         raise
-    return _Running(point, process, log, time.monotonic())
+    return _Running(points, process, log, time.monotonic())
 
 
 def _install_sigterm() -> Any:

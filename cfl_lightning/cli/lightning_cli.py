@@ -258,6 +258,10 @@ class CflLightningCLI(LightningCLI):
                 init.pop("anonymous", None)
         return trainer
 
+    def full_config(self) -> dict[str, Any]:
+        """The run's config as plain JSON (``results.json``'s ``config``; used by ensembles)."""
+        return self._full_config()
+
     def _full_config(self) -> dict[str, Any]:
         """The run's config as plain JSON, with the linked ``num_symbols`` actually used."""
         config = self._subconfig()

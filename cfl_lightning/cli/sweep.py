@@ -16,6 +16,11 @@ Python), plus ``--trainer.default_root_dir=DIR/<run_name>``. Every point runs in
 ``WANDB_MODE=offline`` unless ``WANDB_MODE`` is set. Points whose directory already holds a
 ``results.json`` are skipped, so an interrupted sweep resumes where it stopped. Exit status:
 0 when every point is done, 1 when some point failed, 2 on bad input, 130 when interrupted.
+
+``--ensemble M`` trains the points that differ only in ``data.*`` and ``seed_everything`` as
+ensembles of up to M members, one process each (:mod:`cfl_lightning.ensemble`): each member
+writes the ``results.json`` its own run would, in its own directory; ``--parallel J`` runs J
+ensembles at a time (a group is split to keep J busy).
 """
 
 from __future__ import annotations
@@ -61,6 +66,11 @@ def build_parser() -> ArgumentParser:
         "--max-points", type=_positive, default=None, metavar="N",
         help="refuse grids with more points (default 100000)",
     )
+    parser.add_argument(
+        "--ensemble", type=_positive, default=None, metavar="M",
+        help="train points differing only in data.* and seed_everything together, up to M "
+        "per process (one batched model; see cfl_lightning.ensemble)",
+    )
     return parser
 
 
@@ -87,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
             threads=args.threads,
             source=args.sweep,
             max_points=args.max_points,
+            ensemble=args.ensemble,
         )
         if args.dry_run:
             return 0
