@@ -18,6 +18,6 @@ case "${1:-sampling}" in
       | tee "$OUT/gpu_fit_smoke.log"
     ;;
   ensemble)
-    timeout 400 python benchmarks/bench_ensemble.py --device cuda 2>&1 | tee "$OUT/gpu_ensemble.log"
+    timeout 420 python benchmarks/bench_ensemble.py --device cuda --max-epochs 10 --time-limit 110 --steps 10 --compile 2>&1 | tee "$OUT/gpu_ensemble.log"
     ;;
 esac

@@ -224,20 +224,27 @@ def test_shipped_models_reproduce_recorded_results(model, tmp_path, capsys, monk
                     assert got == pytest.approx(value, rel=1e-4, abs=1e-7), (part, kind, name)
 
 
-def test_ddp_two_processes_equal_one_process(tmp_path):
+@pytest.mark.parametrize("sizes", [(101, 333), (2, 3)], ids=["many-batches", "one-batch"])
+def test_ddp_two_processes_equal_one_process(tmp_path, sizes):
     """Validation and test values under DDP (2 CPU processes, gloo) equal the single-process
-    values on the same strings; validation values are global on every rank; no warning flood."""
+    values on the same strings; validation values are global on every rank; no warning flood.
+    With one evaluation batch (2 validation, 3 test strings) the batch is cut so that neither
+    rank is left without one (Lightning refuses an empty loader on any rank)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1",
            "WANDB_MODE": "disabled"}
     script = str(ROOT / "tests" / "ddp_eval_script.py")
     for devices in (1, 2):
-        proc = subprocess.run([sys.executable, script, str(tmp_path), str(devices)], env=env,
+        proc = subprocess.run([sys.executable, script, str(tmp_path), str(devices),
+                               *map(str, sizes)], env=env,
                               cwd=tmp_path, capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert "sync_dist" not in proc.stderr
     one = json.loads((tmp_path / "rank0_of1.json").read_text())
     ranks = [json.loads((tmp_path / f"rank{r}_of2.json").read_text()) for r in range(2)]
     assert set(one["test"]) == set(ranks[0]["test"]) and "kl/state/odd" in one["test"]
+    if sizes == (2, 3):
+        assert one["num_val_batches"] == [1]  # so the 2-process run needed the cut
+        assert [r["num_val_batches"] for r in ranks] == [[1], [1]]
     for rank in ranks:
         for stage in ("val", "test"):
             for key, value in one[stage].items():

@@ -503,3 +503,37 @@ def test_summary_lists_only_the_arguments_of_the_automaton_source(kwargs, source
     summary = dm.summary()
     assert set(summary) & all_source == source
     assert {"intervention", "seed", "max_tokens", "alphabet_size"} <= set(summary)
+
+
+def test_spread_batches_gives_every_rank_a_batch_and_counts_each_string_once():
+    from cfl_lightning.data.datamodule import spread_batches
+    from cfl_lightning.errors import CflError
+
+    batches = [torch.tensor([0, 1, 2, 3, 4]), torch.tensor([5, 6])]
+    for ranks in (1, 2, 3, 4, 7):
+        spread = spread_batches(batches, ranks, "val")
+        assert len(spread) == max(ranks, 2) and all(len(b) > 0 for b in spread)
+        assert torch.cat(spread).tolist() == list(range(7))  # every string once, order kept
+    assert spread_batches(batches, 2, "val") == batches  # enough batches: unchanged
+    with pytest.raises(CflError, match="val split has 7 strings, fewer than the 8 processes"):
+        spread_batches(batches, 8, "val")
+
+
+def test_numpy_integers_are_accepted_and_seeds_are_in_range():
+    import numpy as np
+
+    from cfl_lightning.errors import CflError
+
+    dm = PFADataModule(generator="parity", eta=0.3, num_strings=np.int32(12),
+                       val_strings=np.int16(3), test_strings=np.int64(4), max_tokens=np.int64(64),
+                       seed=np.uint64(2**64 - 1), cache_dir="none", device="cpu")
+    assert dm.hparams.num_strings == 12 and type(dm.hparams.num_strings) is int
+    assert type(dm.hparams.seed) is int and type(dm.hparams.max_tokens) is int
+    dm.setup("fit")
+    assert len(dm.train_dataloader().dataset.batches) > 0
+    for bad, match in [(dict(seed=-1), "seed must be an integer in 0..18446744073709551615"),
+                       (dict(seed=2**64), "seed must be"), (dict(weight_seed=-3), "weight_seed"),
+                       (dict(num_strings=5.0), "num_strings must be an integer >= 1"),
+                       (dict(max_tokens=True), "max_tokens")]:
+        with pytest.raises(CflError, match=match):
+            PFADataModule(**{"generator": "parity", "cache_dir": "none", **bad})

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from cfl_lightning.cli.run_checks import cpu_cores
 from cfl_lightning.models import LSTMLanguageModel
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -78,6 +79,11 @@ CASES = [
     ("validate", ["--ckpt_path={base}/plain.ckpt"], ["plain.ckpt", "not a Lightning"], False),
     ("test", ["--ckpt_path={base}/other.ckpt"], ["other.ckpt", "does not fit", "shape"], False),
     ("test", ["--ckpt_path={base}"], ["not a file"], False),
+    ("fit", ["--trainer.accelerator=cpu", f"--trainer.devices={cpu_cores() + 1}"],
+     ["--trainer.devices", f"{cpu_cores() + 1} CPU processes", "CPU core"], False),
+    ("validate", ["--trainer.accelerator=cpu", "--trainer.devices=[0,1]"],
+     ["--trainer.devices", "not a number of CPU processes"], False),
+    ("test", ["--trainer.strategy=bogus"], ["--trainer", "strategy", "bogus"], False),
 ]
 
 
@@ -119,7 +125,8 @@ def test_bad_input_in_process(i, tmp_path, bad_files, capsys):
     _check(i, code, capsys.readouterr().err, root)
 
 
-SUBPROCESS = [0, 4, 7, 10, 15]  # one of each kind: arguments, trainer, model, root dir, checkpoint
+# one of each kind: arguments, trainer, model, root dir, checkpoint, devices
+SUBPROCESS = [0, 4, 7, 10, 15, 17]
 
 
 def test_bad_input_subprocess(tmp_path, bad_files):
@@ -153,6 +160,7 @@ def test_good_run_output_and_test_without_new_version(tmp_path):
     epochs = re.findall(r"^epoch (\d)/2  train/loss \S+  val/kl_per_string \S+  lr \S+  \S+s$",
                         err, re.M)
     assert epochs == ["1", "2"], err
+    assert "it/s" not in out + err  # no Lightning bar off a terminal (it draws on stdout)
     for noise in ("litlogger", "litmodels", "LeafSpec", "anonymous setting", "sync_dist",
                   "Traceback"):
         assert noise not in err, noise
@@ -164,6 +172,7 @@ def test_good_run_output_and_test_without_new_version(tmp_path):
                                    _env("offline"))
     assert code == 0, err[-3000:]
     assert "kl_total" in out and "results:" not in out  # the metrics table; no results.json
+    assert "it/s" not in out + err and "Testing DataLoader" not in out + err
     assert sorted(p.name for p in (root / "csv").iterdir()) == ["version_0"]
     assert len(list((root / "wandb").glob("offline-run-*"))) == 1  # no new W&B run
     assert not (root / "config.yaml").exists()
@@ -178,3 +187,81 @@ def test_unwritable_root_dir_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "access", lambda path, mode: False)
     with pytest.raises(CflError, match="not writable"):
         check_root_dir(tmp_path / "new" / "dir")
+
+
+def _run_on_a_terminal(command: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, str]:
+    """Run ``command`` with stdout and stderr on one pseudo-terminal (120 columns)."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    proc = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=slave,
+                            stderr=slave)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    return proc.wait(timeout=240), b"".join(chunks).decode("utf-8", "replace")
+
+
+def test_terminal_gets_lightnings_bar_with_the_shipped_config(tmp_path):
+    """The shipped configs leave the bar to the CLI: on a terminal, Lightning's bar and no
+    per-epoch lines (off a terminal, see test_good_run_output_and_test_without_new_version)."""
+    root = tmp_path / "run"
+    code, text = _run_on_a_terminal(
+        [sys.executable, "-m", "cfl_lightning", "fit", "--config", CONFIG, *SMALL,
+         f"--trainer.default_root_dir={root}"], tmp_path, _env())
+    assert code == 0, text[-3000:]
+    assert re.search(r"Epoch 1: 100%.*it/s", text), text[-3000:]
+    assert not re.search(r"^epoch \d/2  train/loss", text, re.M)
+    assert text.rstrip().splitlines()[-1].strip() == (
+        f"results: {root / 'csv' / 'version_0' / 'results.json'}")
+
+
+@pytest.mark.parametrize("terminal, flag, bar, lines", [
+    (True, None, True, False),
+    (True, "false", False, True),
+    (False, None, False, True),
+    (False, "true", False, True),  # a bar in a log would bury results: PATH
+])
+def test_progress_choice(tmp_path, monkeypatch, terminal, flag, bar, lines):
+    from lightning.pytorch.callbacks import ProgressBar
+
+    import cfl_lightning.cli.lightning_cli as module
+    from cfl_lightning.callbacks import EpochProgress
+    from cfl_lightning.cli.train import build_cli
+
+    monkeypatch.setattr(module, "on_terminal", lambda: terminal)
+    args = ["fit", "--config", CONFIG, *SMALL, f"--trainer.default_root_dir={tmp_path}"]
+    if flag is not None:
+        args.append(f"--trainer.enable_progress_bar={flag}")
+    seen = []
+
+    def stop_before_fit(self):  # record the trainer's callbacks, train nothing
+        seen.append(list(self.trainer.callbacks))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(module.CflLightningCLI, "before_fit", stop_before_fit)
+    with pytest.raises(KeyboardInterrupt):
+        build_cli(args)
+    (callbacks,) = seen
+    assert any(isinstance(c, ProgressBar) for c in callbacks) == bar
+    assert any(isinstance(c, EpochProgress) for c in callbacks) == lines
+
+
+def test_shipped_configs_leave_the_bar_to_the_cli():
+    import yaml
+
+    for path in sorted((ROOT / "configs").glob("*.yaml")):
+        trainer = yaml.safe_load(path.read_text(encoding="utf-8")).get("trainer", {})
+        assert "enable_progress_bar" not in trainer, path.name

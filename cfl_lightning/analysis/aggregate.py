@@ -381,7 +381,7 @@ def load_wandb_sweep(path: str, *, timeout: int = 30) -> tuple[list[RunRecord], 
         CflError: W&B is switched off (``WANDB_MODE`` offline/disabled), no API key is
             configured, or the sweep cannot be read (one line).
     """
-    from cfl_lightning.cli.wandb_mode import has_wandb_credentials
+    from cfl_lightning.wandb_mode import has_wandb_credentials
 
     mode = os.environ.get("WANDB_MODE", "").lower()
     if mode in ("offline", "disabled", "dryrun"):

@@ -17,7 +17,7 @@ __all__ = ["EpochProgress"]
 class EpochProgress(pl.Callback):
     """Writes ``epoch 3/40  train/loss 0.5212  val/kl_per_string 0.4310  lr 0.01  2.3s`` after
     every training epoch (global-zero process only). The CLI uses it instead of Lightning's bar
-    when stderr is not a terminal (or the bar is disabled).
+    when stdout or stderr is not a terminal (or the bar is disabled).
 
     Args:
         stream: where to write (default: ``sys.stderr`` at write time).

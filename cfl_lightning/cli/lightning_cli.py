@@ -33,6 +33,7 @@ from cfl_lightning.callbacks import MONITOR, DecomposedKLCallback, EpochProgress
 from cfl_lightning.cli.parser_errors import condense
 from cfl_lightning.cli.run_checks import (
     check_checkpoint_fits,
+    check_devices,
     check_root_dir,
     check_trainer_values,
     read_checkpoint,
@@ -41,9 +42,17 @@ from cfl_lightning.data import PFADataModule
 from cfl_lightning.errors import CflError
 from cfl_lightning.models import LanguageModel
 
-__all__ = ["CflLightningCLI", "CflArgumentParser", "DEFAULT_MODEL", "subcommand_usage", "remove_created"]
+__all__ = [
+    "CflLightningCLI", "CflArgumentParser", "DEFAULT_MODEL", "subcommand_usage", "remove_created",
+    "on_terminal",
+]
 
 DEFAULT_MODEL = "cfl_lightning.models.LSTMLanguageModel"
+
+
+def on_terminal() -> bool:
+    """Whether both stdout (where Lightning draws its bar) and stderr are terminals."""
+    return sys.stdout.isatty() and sys.stderr.isatty()
 
 
 def _takes(cls: type, name: str) -> bool:
@@ -178,6 +187,7 @@ class CflLightningCLI(LightningCLI):
 
         if trainer is not None:
             check_trainer_values(trainer)
+            check_devices(trainer)
             check_root_dir(trainer.get("default_root_dir"))
             root_path = Path(str(trainer.get("default_root_dir") or os.getcwd())).absolute()
             if not root_path.exists():
@@ -189,10 +199,12 @@ class CflLightningCLI(LightningCLI):
             trainer["logger"] = False
             self.save_config_callback = None
         progress: list[Any] = []
-        if self.subcommand == "fit" and trainer is not None:
-            if not sys.stderr.isatty():
-                trainer["enable_progress_bar"] = False  # Lightning's bar is for terminals
-            if trainer.get("enable_progress_bar") is False:
+        if trainer is not None:
+            if not on_terminal():
+                # Lightning's bar (drawn on stdout) is for terminals: in logs, pipes and sweep
+                # children it would bury ``results: PATH`` under carriage returns
+                trainer["enable_progress_bar"] = False
+            if self.subcommand == "fit" and trainer.get("enable_progress_bar") is False:
                 progress.append(EpochProgress())
 
         listed = trainer.get("callbacks") if trainer is not None else None
@@ -232,7 +244,13 @@ class CflLightningCLI(LightningCLI):
         if config.get("logger") in (None, True) and "logger" not in kwargs:
             root = config.get("default_root_dir") or os.getcwd()
             kwargs["logger"] = CSVLogger(save_dir=root, name="csv")
-        trainer = super().instantiate_trainer(**kwargs)
+        try:
+            trainer = super().instantiate_trainer(**kwargs)
+        except (TypeError, ValueError, ImportError) as err:
+            # Lightning's checks of accelerator/devices/strategy/precision (e.g. a device list
+            # on CPUs, an accelerator whose package is missing): one line, not a traceback
+            message = " ".join(str(err).split()) or type(err).__name__
+            raise CflError(f"--trainer: {message}") from None
         for logger in trainer.loggers:
             # Lightning passes anonymous=None, which wandb >= 0.19 warns about on every run
             init = getattr(logger, "_wandb_init", None) if isinstance(logger, WandbLogger) else None

@@ -13,7 +13,10 @@ from typing import Any
 
 from cfl_lightning.errors import CflError
 
-__all__ = ["check_trainer_values", "check_root_dir", "read_checkpoint", "check_checkpoint_fits"]
+__all__ = [
+    "check_trainer_values", "check_devices", "check_root_dir", "read_checkpoint",
+    "check_checkpoint_fits", "cpu_cores",
+]
 
 # option -> (smallest allowed value, what it means); None is always allowed
 _TRAINER_BOUNDS = {
@@ -43,6 +46,60 @@ def check_trainer_values(trainer: Mapping[str, Any]) -> None:
     low, high = trainer.get("min_epochs"), trainer.get("max_epochs")
     if isinstance(low, int) and isinstance(high, int) and high >= 0 and low > high:
         raise CflError(f"--trainer.min_epochs ({low}) exceeds --trainer.max_epochs ({high})")
+
+
+def cpu_cores() -> int:
+    """The CPU cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _device_count(devices: Any) -> int | None:
+    """How many processes ``--trainer.devices`` asks for (None: auto, all, or indices)."""
+    if isinstance(devices, bool):
+        return None
+    if isinstance(devices, int):
+        return devices if devices > 0 else None
+    if isinstance(devices, str) and devices.strip().isdigit():
+        return int(devices) if int(devices) > 0 else None
+    return None
+
+
+def check_devices(trainer: Mapping[str, Any]) -> None:
+    """``--trainer.devices`` on CPUs: a positive count no larger than this machine's cores.
+
+    Lightning accepts any number of CPU processes and only fails once they are running (a DDP
+    traceback per process); more processes than cores only slow training down. GPU counts are
+    checked by Lightning itself when the Trainer is built.
+    """
+    import torch
+
+    accelerator = trainer.get("accelerator")
+    accelerator = accelerator.lower() if isinstance(accelerator, str) else accelerator
+    on_cpu = accelerator == "cpu" or (
+        accelerator in (None, "auto") and not torch.cuda.is_available()
+        and not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available())
+    )
+    if not on_cpu:
+        return
+    devices = trainer.get("devices")
+    if devices is None or devices == "auto" or devices == -1 or devices == "-1":
+        return
+    count = _device_count(devices)
+    if count is None:
+        raise CflError(
+            f"--trainer.devices={devices} is not a number of CPU processes "
+            "(give a positive integer or auto)"
+        )
+    cores = cpu_cores()
+    if count > cores:
+        raise CflError(
+            f"--trainer.devices={devices} asks for {count} CPU processes but this machine has "
+            f"{cores} CPU core{'s' if cores != 1 else ''}"
+            + (" and no GPU" if accelerator in (None, "auto") else "")
+        )
 
 
 def check_root_dir(path: str | os.PathLike | None) -> None:

@@ -24,7 +24,7 @@ prints ``results: <path>``.
 Environment:
 
 * ``WANDB_MODE``: respected; when neither it nor W&B credentials are configured, the CLI sets
-  ``offline`` before wandb is imported (see :mod:`cfl_lightning.cli.wandb_mode`).
+  ``offline`` before wandb is imported (see :mod:`cfl_lightning.wandb_mode`).
 * ``CFL_LIGHTNING_THREADS``: torch CPU threads; default 1 on machines without CUDA (several
   training processes with several threads each on a small machine slow each other down by
   orders of magnitude).
@@ -40,7 +40,7 @@ import re
 import sys
 from typing import Any
 
-from cfl_lightning.cli.wandb_mode import ensure_wandb_mode
+from cfl_lightning.wandb_mode import ensure_wandb_mode
 
 __all__ = ["main", "build_cli", "PROG", "configure_threads", "quiet_noise", "finish_wandb"]
 

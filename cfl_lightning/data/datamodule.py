@@ -34,6 +34,7 @@ cache key; set ``device="cpu"`` for corpora identical across machines.
 from __future__ import annotations
 
 import hashlib
+import operator
 from typing import Any, Literal, Optional
 
 import lightning as L
@@ -60,6 +61,7 @@ from cfl_lightning.data.cache import automaton_json, cached_corpus, corpus_key, 
 from cfl_lightning.errors import CflError, PFSAError
 from cfl_lightning.sampling import Corpus
 from cfl_lightning.sampling.intervention import Intervention
+from cfl_lightning.sampling.request import SEED_MAX
 from cfl_lightning.sampling.visits import (
     mixture_weights,
     reach_probability,
@@ -87,6 +89,47 @@ _STAGE_SPLITS = {
     "test": ("test",),
     "predict": ("test",),
 }
+
+
+def _integer(name: str, value: Any, low: int, high: Optional[int] = None) -> int:
+    """``value`` as a Python int in ``low..high`` (numpy integers accepted, bools refused)."""
+    try:
+        number = None if isinstance(value, bool) else operator.index(value)
+    except TypeError:
+        number = None
+    if number is None or number < low or (high is not None and number > high):
+        bound = f"in {low}..{high}" if high is not None else f">= {low}"
+        raise CflError(f"{name} must be an integer {bound}, got {value!r}")
+    return number
+
+
+def spread_batches(batches: list[torch.Tensor], ranks: int, split: str) -> list[torch.Tensor]:
+    """At least ``ranks`` batches for an evaluation split, so that no rank is left without one.
+
+    Lightning refuses a rank whose loader is empty, and evaluation never repeats strings: while
+    there are fewer batches than ranks, the batch with the most strings is cut in two (its halves
+    stay in place, so the order by length is kept and every string is still counted once).
+
+    Args:
+        batches: the split's batches, each a 1-D tensor of string indices.
+        ranks: the number of processes.
+        split: the split's name (for the error message).
+
+    Raises:
+        CflError: the split has fewer strings than there are processes.
+    """
+    strings = sum(len(b) for b in batches)
+    if strings < ranks:
+        raise CflError(
+            f"the {split} split has {strings} string{'s' if strings != 1 else ''}, fewer than the "
+            f"{ranks} processes (raise data.{split}_strings or use fewer devices)"
+        )
+    batches = list(batches)
+    while len(batches) < ranks:
+        i = max(range(len(batches)), key=lambda j: len(batches[j]))
+        half = (len(batches[i]) + 1) // 2
+        batches[i : i + 1] = [batches[i][:half], batches[i][half:]]
+    return batches
 
 
 class PFADataModule(L.LightningDataModule):
@@ -173,17 +216,26 @@ class PFADataModule(L.LightningDataModule):
         num_workers: int = 0,
     ) -> None:
         super().__init__()
+        # numpy integers are accepted and stored as Python ints (the hparams are logged)
+        num_strings, val_strings, test_strings, test_target_strings, max_tokens, num_workers = (
+            _integer(name, value, low)
+            for name, value, low in (
+                ("num_strings", num_strings, 1),
+                ("val_strings", val_strings, 0),
+                ("test_strings", test_strings, 0),
+                ("test_target_strings", test_target_strings, 0),
+                ("max_tokens", max_tokens, 1),
+                ("num_workers", num_workers, 0),
+            )
+        )
+        num_states, num_symbols = _integer("num_states", num_states, 1), _integer(
+            "num_symbols", num_symbols, 1)
+        seed, topology_seed, weight_seed = (
+            _integer(name, value, 0, SEED_MAX)
+            for name, value in (("seed", seed), ("topology_seed", topology_seed),
+                                ("weight_seed", weight_seed))
+        )
         self.save_hyperparameters()
-        for name, value, low in (
-            ("num_strings", num_strings, 1),
-            ("val_strings", val_strings, 0),
-            ("test_strings", test_strings, 0),
-            ("test_target_strings", test_target_strings, 0),
-            ("max_tokens", max_tokens, 1),
-            ("num_workers", num_workers, 0),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise CflError(f"{name} must be an integer >= {low}, got {value!r}")
         self.pfsa: PFSA = self._build_automaton()
         # The recorded hparam is the real alphabet size (the constructor value only sizes random
         # automata); Lightning merges data and model hparams and rejects a mismatch with the
@@ -423,6 +475,7 @@ class PFADataModule(L.LightningDataModule):
         trainer = self.trainer
         world, rank = (trainer.world_size, trainer.global_rank) if trainer is not None else (1, 0)
         if not shuffle and world > 1:
+            batches = spread_batches(batches, world, split)
             batches, world, rank = batches[rank::world], 1, 0  # this rank's share, unpadded
         order = BatchOrderSampler(
             len(batches),
