@@ -30,6 +30,7 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
 
 from cfl_lightning.callbacks import MONITOR, DecomposedKLCallback, EpochProgress, ResultsWriter
+from cfl_lightning.cli.model_switch import reset_carried_defaults
 from cfl_lightning.cli.parser_errors import condense
 from cfl_lightning.cli.run_checks import (
     check_checkpoint_fits,
@@ -123,6 +124,8 @@ class CflLightningCLI(LightningCLI):
         self._argv = [str(a) for a in args] if isinstance(args, list) else sys.argv[1:]
         super().parse_arguments(parser, args)
         command = self.config.get("subcommand")
+        settings = self.config[command] if command else self.config
+        reset_carried_defaults(settings.get("model"), self._argv)
         path = self.config[command].get("ckpt_path") if command else None
         if path and str(path) not in _SPECIAL_CKPT and not str(path).startswith("registry"):
             self._checkpoint = read_checkpoint(path)

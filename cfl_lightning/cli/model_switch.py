@@ -1,0 +1,106 @@
+"""``--model=OtherClass`` after a config written for another class: no carried-over defaults.
+
+When ``--model`` switches the class, jsonargparse keeps every ``init_args`` value that the new
+class accepts, including the *defaults* it had filled in for the old class. Switching the
+shipped LSTM config to ``--model=TransformerLanguageModel`` thus built a 1-layer transformer
+(the LSTM's ``num_layers=1`` default) instead of the documented 2-layer one. After parsing,
+:func:`reset_carried_defaults` puts every init argument that nobody gave explicitly (neither in
+a ``--config`` file's ``model.init_args`` nor as a ``--model.*`` flag) back to the new class's
+own default; explicitly given values that the new class accepts (``lr``, ``dropout``, ...) are
+kept, as documented.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Sequence
+from typing import Any
+
+import yaml
+
+__all__ = ["explicit_model_args", "model_switched", "reset_carried_defaults"]
+
+
+def _config_paths(argv: Sequence[str]) -> list[str]:
+    paths = []
+    for i, arg in enumerate(argv):
+        if arg == "--config" and i + 1 < len(argv):
+            paths.append(argv[i + 1])
+        elif arg.startswith("--config="):
+            paths.append(arg.split("=", 1)[1])
+    return paths
+
+
+def model_switched(argv: Sequence[str]) -> bool:
+    """Whether the command line names the model class itself (``--model=X`` / ``--model X``)."""
+    for i, arg in enumerate(argv):
+        if arg.startswith("--model=") or (arg == "--model" and i + 1 < len(argv)):
+            return True
+    return False
+
+
+def explicit_model_args(argv: Sequence[str]) -> set[str]:
+    """Names of the model's init arguments given explicitly on the command line or in configs.
+
+    Args:
+        argv: the command line after the subcommand.
+
+    Returns:
+        the keys of ``model.init_args`` in every ``--config`` file (YAML) and of every
+        ``--model.init_args.X`` / ``--model.X`` flag.
+    """
+    names: set[str] = set()
+    for path in _config_paths(argv):
+        try:
+            with open(path, encoding="utf-8") as handle:
+                data = yaml.safe_load(handle)
+        except (OSError, yaml.YAMLError, UnicodeDecodeError):
+            continue  # the parser has already reported unreadable configs
+        model = data.get("model") if isinstance(data, dict) else None
+        init = model.get("init_args") if isinstance(model, dict) else None
+        if isinstance(init, dict):
+            names.update(str(key) for key in init)
+    for arg in argv:
+        if not arg.startswith("--model."):
+            continue
+        key = arg[len("--model."):].split("=", 1)[0]
+        key = key[len("init_args."):] if key.startswith("init_args.") else key
+        if key and "." not in key and key != "class_path":
+            names.add(key)
+    return names
+
+
+def _resolve(class_path: str) -> Any:
+    module, _, name = class_path.rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
+
+def reset_carried_defaults(model: Any, argv: Sequence[str]) -> list[str]:
+    """After a ``--model`` switch, reset init args nobody gave to the new class's defaults.
+
+    Args:
+        model: the parsed ``model`` namespace (``class_path`` and ``init_args``), changed in place.
+        argv: the command line after the subcommand.
+
+    Returns:
+        the names of the arguments that were reset (empty when the class was not switched).
+    """
+    init = getattr(model, "init_args", None)
+    class_path = getattr(model, "class_path", None)
+    if init is None or not class_path or not model_switched(argv):
+        return []
+    try:
+        parameters = inspect.signature(_resolve(str(class_path))).parameters
+    except (ImportError, AttributeError, TypeError, ValueError):
+        return []
+    explicit = explicit_model_args(argv)
+    reset = []
+    for name in list(vars(init)):
+        parameter = parameters.get(name)
+        if name in explicit or parameter is None or parameter.default is inspect.Parameter.empty:
+            continue
+        if getattr(init, name) != parameter.default:
+            setattr(init, name, parameter.default)
+            reset.append(name)
+    return reset
