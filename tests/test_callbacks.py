@@ -359,6 +359,8 @@ def test_readme_data_module_example_runs_quietly(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (tmp_path / "a.json").exists()
     assert "no `validation_step`" not in proc.stderr and "Skipping val loop" not in proc.stderr
+    output = proc.stdout + proc.stderr
+    assert "Tip:" not in output and "litlogger" not in output and "LeafSpec" not in output
     summary = eval(proc.stdout.strip().splitlines()[-1])  # noqa: S307 - the dict printed
     assert summary["automaton"] == "a.json" and summary["realized_count"] == 1200
     assert not {"generator", "eta", "num_states", "topology_seed", "weight_seed"} & set(summary)

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import logging
 import os
 import re
 import sys
@@ -77,27 +76,18 @@ def configure_threads(environ: dict[str, str] | None = None) -> int | None:
     return threads
 
 
-class _DropTips(logging.Filter):
-    """Drops Lightning's advertising tips (litlogger, litmodels) from its info log."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "Tip: For seamless cloud" not in record.getMessage()
-
-
 def quiet_noise() -> None:
     """Silence messages that say nothing about the run (idempotent).
 
-    The litlogger / litmodels tips, the ``LeafSpec`` deprecation raised inside Lightning with
-    recent torch, and LightningCLI's note about ``args`` (``__main__`` hands over its argv).
+    Lightning's tips and ``LeafSpec`` deprecation (:func:`cfl_lightning.quiet.quiet_noise`), and
+    LightningCLI's note about ``args`` (``__main__`` hands over its argv).
     """
     import warnings
 
+    from cfl_lightning.quiet import quiet_noise as quiet_lightning
+
     warnings.filterwarnings("ignore", message="LightningCLI's args parameter is intended")
-    warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
-    for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero"):
-        logger = logging.getLogger(name)
-        if not any(isinstance(f, _DropTips) for f in logger.filters):
-            logger.addFilter(_DropTips())
+    quiet_lightning()
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")

@@ -19,6 +19,9 @@ from cfl_lightning.data.cache import (
     resolve_cache_dir,
 )
 from cfl_lightning.data.datamodule import PFADataModule
+from cfl_lightning.quiet import quiet_noise
+
+quiet_noise()  # Lightning's advertising tips and its own LeafSpec deprecation
 
 __all__ = [
     "PFADataModule",
