@@ -635,6 +635,41 @@ def test_logx_axis(tmp_path, monkeypatch, xs, scale):
     assert ax.get_xlim()[0] >= 0 or scale == "log"
 
 
+@pytest.mark.parametrize(
+    "xs,labels,absent",
+    [
+        # about a decade and a half: decades plus 2x and 5x, in plain digits, nothing else
+        ((125, 500, 2000, 3700), {"200", "500", "1,000", "2,000"}, {"300", "3,000", "4,000"}),
+        # four decades: decades only (minor labels would collide)
+        ((80, 900, 43000), {"100", "1,000", "10,000"}, {"200", "500", "5,000", "20,000"}),
+    ],
+)
+def test_logx_tick_labels_do_not_crowd(tmp_path, monkeypatch, xs, labels, absent):
+    """--logx labels counts plainly: no 2x10^3 3x10^3 4x10^3 run of overlapping minor labels."""
+    from cfl_lightning.analysis import plot
+
+    captured = {}
+    monkeypatch.setattr(plot, "_save", lambda fig, path, fmt, dpi: captured.setdefault("fig", fig))
+    rows = [
+        ag.CurveRow("state:odd", "LSTMLanguageModel", "causal_exact", "occurrences", 500,
+                    float(x), float(x), float(x), 0.1 / (i + 1), 0.01, 4)
+        for i, x in enumerate(xs)
+    ]
+    plot.plot_curves(rows, tmp_path / "f.png", logx=True)
+    fig = captured["fig"]
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    low, high = ax.get_xlim()
+    shown = {
+        t.label1.get_text()
+        for t in ax.xaxis.get_major_ticks() + ax.xaxis.get_minor_ticks()
+        if low <= t.get_loc() <= high and t.label1.get_text()
+    }
+    assert labels <= shown, shown
+    assert not shown & absent, shown
+    assert not any("times" in text or "^" in text for text in shown), shown
+
+
 def test_outputs_are_readable_by_others(tmp_path):
     """Atomic writes start from a 0600 temporary file; the result has the usual mode."""
     from cfl_lightning.io import atomic_write_text

@@ -246,7 +246,7 @@ def plot_curves(
         if logx:
             xs = np.array([r.x for c in curves.values() for r in c], dtype=float)
             if xs.size and np.nanmin(xs) > 0:
-                ax.set_xscale("log")
+                _log_x(ax)
             else:  # a zero count: linear up to 1, logarithmic beyond, nothing below 0
                 ax.set_xscale("symlog", linthresh=1.0)
                 ax.set_xlim(left=0)
@@ -313,6 +313,35 @@ def _log_y(ax: object) -> None:
     ax.set_yscale("log")
     ax.yaxis.set_major_formatter(PlainLogFormatter(labelOnlyBase=False))
     ax.yaxis.set_minor_formatter(PlainLogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
+
+
+def _count_label(x: float) -> str:
+    """``25``, ``1,000``, ``0.5``: counts in plain digits with thousands separators."""
+    return f"{x:,.0f}" if x >= 1 and float(x).is_integer() else f"{x:g}"
+
+
+def _log_x(ax: object) -> None:
+    """Log x axis labelled in plain counts: every decade, plus 2x and 5x ticks in between.
+
+    Matplotlib's default labels every minor tick of a panel that spans about a decade in
+    scientific notation (``2x10^3 3x10^3 4x10^3``), which overlap; here a minor tick is labelled
+    only at 2 and 5 times a power of ten, and only on a panel spanning at most two decades.
+    """
+    from matplotlib.ticker import FuncFormatter
+
+    def major(x: float, pos: int | None = None) -> str:
+        return _count_label(x) if x > 0 else ""
+
+    def minor(x: float, pos: int | None = None) -> str:
+        low, high = ax.get_xlim()
+        if x <= 0 or low <= 0 or math.log10(high / low) > 2.0:
+            return ""
+        lead = x / 10.0 ** math.floor(math.log10(x) + 1e-9)
+        return _count_label(x) if round(lead, 6) in (2.0, 5.0) else ""
+
+    ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(FuncFormatter(major))
+    ax.xaxis.set_minor_formatter(FuncFormatter(minor))
 
 
 def _save(fig: object, path: Path, fmt: str, dpi: int) -> None:
