@@ -432,6 +432,22 @@ def test_plan_jobs_groups_by_shared_hyperparameters(tmp_path):
     assert jobs == [] and plain == points
 
 
+def test_plan_jobs_deals_slow_grid_values_across_jobs(tmp_path):
+    """Counts vary in blocks in grid order; every job gets a share of each count, so the jobs
+    holding the long corpora (large counts) do not all finish last."""
+    from cfl_lightning.ensemble.sweep import plan_jobs
+
+    config = {"command": ["${env}", "${interpreter}", "-m", "cfl_lightning", "fit", "${args}"]}
+    params = [{"data.count": n, "data.weight_seed": w} for n in (25, 200, 1600) for w in range(4)]
+    points = _points(params, tmp_path)
+    jobs, _ = plan_jobs(config, points, tmp_path, ensemble=8, parallel=2, write=False)
+    assert sorted(len(j.points) for j in jobs) == [6, 6]
+    for job in jobs:
+        counts = [p.params["data.count"] for p in job.points]
+        assert sorted(counts) == [25, 25, 200, 200, 1600, 1600], counts
+    assert sorted(p.name for j in jobs for p in j.points) == sorted(p.name for p in points)
+
+
 def test_sweep_ensemble_reports_a_failed_member_and_runs_the_others(tmp_path):
     import json
     import os

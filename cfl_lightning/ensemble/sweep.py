@@ -3,7 +3,7 @@
 Points that differ only in ``data.*`` and ``seed_everything`` share the architecture and
 hyperparameters and can be trained together; they are grouped, and each group is cut into
 jobs of at most M members, more jobs when that is needed to keep ``parallel`` processes busy
-(the sizes balanced). A job is one process, ``python -m cfl_lightning.ensemble SPEC.json``
+(the sizes balanced, members dealt round-robin so that slow grid values spread over the jobs). A job is one process, ``python -m cfl_lightning.ensemble SPEC.json``
 (:mod:`cfl_lightning.ensemble.run`), started in ``OUTPUT/.ensembles/`` where its spec and log
 live; each member still writes into its own point directory (``--trainer.default_root_dir``,
 as the plain runner passes it), so resuming and ``analyze`` see the same files. Points whose
@@ -64,14 +64,14 @@ def fit_args(command: Sequence[str]) -> list[str] | None:
 
 
 def _split(points: list[SweepPoint], pieces: int) -> list[list[SweepPoint]]:
-    """``points`` cut into ``pieces`` consecutive chunks of balanced sizes."""
-    size, extra = divmod(len(points), pieces)
-    out, start = [], 0
-    for i in range(pieces):
-        end = start + size + (1 if i < extra else 0)
-        out.append(points[start:end])
-        start = end
-    return [chunk for chunk in out if chunk]
+    """``points`` dealt round-robin into ``pieces`` chunks (sizes differ by at most one).
+
+    Dealing rather than cutting consecutive runs: a grid varies its slowest parameters (counts,
+    corpus sizes) in blocks, and on a CPU a job trains its members one after another, so
+    consecutive chunks would put every long corpus into the same last-finishing job.
+    """
+    chunks = [points[i::pieces] for i in range(pieces)]
+    return [chunk for chunk in chunks if chunk]
 
 
 def plan_jobs(
