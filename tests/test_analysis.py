@@ -197,10 +197,23 @@ def test_correlational_runs_serve_every_target_and_the_strings_axis():
     assert (even.realized_count, even.realized_strings, even.kl_target) == (40, 12, 0.7)
     rows = ag.aggregate(ag.best_of_repeats(expanded), targets=["state:even"])
     settings = {(r.setting, r.x_kind, r.x) for r in rows}
+    # the correlational curve is drawn on the causal runs' axis only (strings: at least once)
     assert settings == {
         ("causal_at_least_once", "strings", 20.0),
-        ("correlational", "occurrences", 40.0),
         ("correlational_strings", "strings", 12.0),
+    }
+    # without causal runs of the target, correlational runs are drawn against occurrences
+    rows = ag.aggregate(ag.best_of_repeats(expanded), targets=["state:odd"])
+    assert {(r.setting, r.x_kind, r.x) for r in rows} == {("correlational", "occurrences", 120.0)}
+    # with exact-count runs of the target too, on both axes
+    exact = result(intervention="exact", event="state:even", count=50, kl_target=0.4, automaton="C")
+    both = ag.expand_correlational(records([corr, alo, exact]), ["state:even"])
+    rows = ag.aggregate(ag.best_of_repeats(both), targets=["state:even"])
+    assert {(r.setting, r.x_kind) for r in rows} == {
+        ("causal_at_least_once", "strings"),
+        ("causal_exact", "occurrences"),
+        ("correlational", "occurrences"),
+        ("correlational_strings", "strings"),
     }
     # a causal run is only about its own event
     assert ag.for_target(runs[1], "state:odd") is None

@@ -17,7 +17,8 @@ An unconstrained run records every event's realized counts and decomposed KL
 Exact-count runs count total occurrences of the target; at-least-once runs count training
 strings that contain it. The two have different x axes (``x_kind`` ``"occurrences"`` /
 ``"strings"``); a correlational curve on the ``"strings"`` axis needs the runs' realized string
-counts (``realized_strings``), when the results hold them.
+counts (``realized_strings``), when the results hold them. Correlational curves are drawn on the
+axes of the target's causal runs (both when it has both kinds; on occurrences when it has none).
 
 The y axis defaults to ``kl_target_unweighted``: the paper's per-state / per-transition /
 per-symbol contribution (eq. kl-state-main and appendix "Targeted KL Divergence via
@@ -642,10 +643,19 @@ def aggregate(
     causal: dict[tuple, list[float]] = defaultdict(list)
     corr: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
     alo_events = {r.event for r in usable if r.setting == "causal_at_least_once"}
+    # a correlational curve on the occurrences axis where causal runs of the target are drawn on
+    # it, or where no causal run of the target is given (a correlational-only analysis)
+    causal_events = {r.event for r in usable if r.setting != "correlational"}
+    occurrence_events = {
+        r.event
+        for r in usable
+        if r.setting != "correlational" and X_KIND.get(r.setting, "occurrences") == "occurrences"
+    }
     for r in usable:
         value = _metric(r, metric)
         if r.setting == "correlational":
-            if r.realized_count is not None:
+            on_occurrences = r.event in occurrence_events or r.event not in causal_events
+            if r.realized_count is not None and on_occurrences:
                 corr[(r.event, r.model, "correlational", r.num_strings)].append(
                     (r.realized_count, value)
                 )
