@@ -630,20 +630,26 @@ def test_plot_many_targets_and_both_axes(tmp_path):
     assert target_title("symbol:b") == "symbol b"
 
 
-@pytest.mark.parametrize("xs,scale", [((50, 200, 800), "log"), ((0, 200, 800), "symlog")])
-def test_logx_axis(tmp_path, monkeypatch, xs, scale):
-    """--logx: a plain log axis when every count is positive (no negative tick labels)."""
+def _logx_axes(tmp_path, monkeypatch, xs):
+    """The first panel of a --logx figure of one causal curve at counts ``xs`` (drawn)."""
     from cfl_lightning.analysis import plot
 
     captured = {}
     monkeypatch.setattr(plot, "_save", lambda fig, path, fmt, dpi: captured.setdefault("fig", fig))
     rows = [
-        ag.CurveRow("state:odd", "LSTMLanguageModel", "causal_exact", "occurrences", 300,
+        ag.CurveRow("state:odd", "LSTMLanguageModel", "causal_exact", "occurrences", 500,
                     float(x), float(x), float(x), 0.1 / (i + 1), 0.01, 4)
         for i, x in enumerate(xs)
     ]
     plot.plot_curves(rows, tmp_path / "f.png", logx=True)
-    ax = captured["fig"].axes[0]
+    captured["fig"].canvas.draw()
+    return captured["fig"].axes[0]
+
+
+@pytest.mark.parametrize("xs,scale", [((50, 200, 800), "log"), ((0, 200, 800), "symlog")])
+def test_logx_axis(tmp_path, monkeypatch, xs, scale):
+    """--logx: a plain log axis when every count is positive (no negative tick labels)."""
+    ax = _logx_axes(tmp_path, monkeypatch, xs)
     assert ax.get_xscale() == scale
     assert ax.get_xlim()[0] >= 0 or scale == "log"
 
@@ -659,19 +665,7 @@ def test_logx_axis(tmp_path, monkeypatch, xs, scale):
 )
 def test_logx_tick_labels_do_not_crowd(tmp_path, monkeypatch, xs, labels, absent):
     """--logx labels counts plainly: no 2x10^3 3x10^3 4x10^3 run of overlapping minor labels."""
-    from cfl_lightning.analysis import plot
-
-    captured = {}
-    monkeypatch.setattr(plot, "_save", lambda fig, path, fmt, dpi: captured.setdefault("fig", fig))
-    rows = [
-        ag.CurveRow("state:odd", "LSTMLanguageModel", "causal_exact", "occurrences", 500,
-                    float(x), float(x), float(x), 0.1 / (i + 1), 0.01, 4)
-        for i, x in enumerate(xs)
-    ]
-    plot.plot_curves(rows, tmp_path / "f.png", logx=True)
-    fig = captured["fig"]
-    fig.canvas.draw()
-    ax = fig.axes[0]
+    ax = _logx_axes(tmp_path, monkeypatch, xs)
     low, high = ax.get_xlim()
     shown = {
         t.label1.get_text()
