@@ -315,6 +315,11 @@ def test_sigterm_inside_atomic_open_removes_the_temp_file(work):
     assert target.read_text() == "precious\n" and not temp_files(work)
 
 
+def _default_signals() -> None:
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 128 + 15), (signal.SIGINT, 130)])
 def test_signal_during_a_long_write_leaves_no_temp_file(tmp_path, sig, code):
     (tmp_path / "a.json").write_text(json.dumps(PARITY_JSON))
@@ -324,6 +329,9 @@ def test_signal_during_a_long_write_leaves_no_temp_file(tmp_path, sig, code):
         [sys.executable, "-m", "cfl_lightning", "sample", "--automaton", "a.json",
          "--num-strings", "400000", "--seed", "0", "--output", "out.jsonl", "--device", "cpu"],
         cwd=tmp_path, env=ENV, stderr=subprocess.PIPE, text=True,
+        # a job started with `&` by a non-interactive shell inherits SIGINT ignored (and so would
+        # this child): give it the default dispositions an interactive user's process has
+        preexec_fn=_default_signals,
     )
     deadline = time.monotonic() + 120
     while not temp_files(tmp_path) and proc.poll() is None and time.monotonic() < deadline:

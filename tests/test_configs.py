@@ -74,8 +74,14 @@ def test_config_parses_and_instantiates(path, tmp_path, monkeypatch):
 
 
 def test_the_sweeps_are_there():
-    names = {p.stem for p in SWEEPS}
-    assert len(names) >= 11 and {"parity_starfree_small_causal"} <= names
+    paper = {p.stem for p in SWEEPS if p.parent.name == "sweeps"}
+    reduced = {p.stem for p in SWEEPS if p.parent.name == "repro"}
+    arms = {"causal_exact", "causal_at_least_once", "correlational"}
+    cases = ("parity_starfree", "random_topology", "fixed_topology")
+    assert {f"{case}_{arm}" for case in cases for arm in arms} <= paper
+    # the reproductions (docs/reproduction_<case>.md): case (iii) is at least once only
+    assert {f"{case}_{arm}" for case in cases[:2] for arm in arms} <= reduced
+    assert {"fixed_topology_causal_at_least_once", "fixed_topology_correlational"} <= reduced
 
 
 def _sweep_values(spec) -> list:
