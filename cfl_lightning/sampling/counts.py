@@ -55,6 +55,10 @@ class CountLaw:
 
     def __init__(self, log_pmf: Tensor) -> None:
         self.log_pmf = log_pmf.detach().double().cpu()
+        if bool(torch.isnan(self.log_pmf).any()):
+            raise InterventionError(
+                "numerical failure: the per-string count law holds NaN (please report this)"
+            )
         support = torch.nonzero(torch.isfinite(self.log_pmf)).flatten()
         if support.numel() == 0:
             raise InterventionError("the automaton generates no string (empty count law)")

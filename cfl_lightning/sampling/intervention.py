@@ -148,7 +148,8 @@ class Intervention:
             raise InterventionError(f"event {self.event} cannot occur in this automaton but count is {n}")
         if bound is not None and self.unit == "occurrences" and n > k * bound:
             raise InterventionError(
-                f"count {n} is impossible: a string contains {self.event} at most {bound} times, "
+                f"count {n} is impossible: a string contains {self.event} at most {bound} "
+                f"time{'s' if bound != 1 else ''}, "
                 f"so {k} strings hold at most {k * bound}"
             )
         return function

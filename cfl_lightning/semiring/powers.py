@@ -113,9 +113,11 @@ def first_row_law(
     start = torch.zeros_like(end)
     start[initial] = 1.0
     rows, _ = power_rows(start, power_t.T, giant + 1)
-    rows.log_scale = rows.log_scale + scale * torch.arange(
-        giant + 1, dtype=torch.float64, device=matrix.device
-    )
+    # Row j carries j factors of A^B's scale. Row 0 carries none: when A is nilpotent (a
+    # counted transition that no string can take twice) A^B = 0, its scale is -inf, and
+    # -inf * 0 would be NaN where the true factor is 1.
+    j = torch.arange(giant + 1, dtype=torch.float64, device=matrix.device)
+    rows.log_scale = rows.log_scale + torch.where(j > 0, scale * j, torch.zeros_like(j))
     law = rows.values[:giant] @ columns.values.T  # [J, B]
     log_law = law.log() + rows.log_scale[:giant, None] + columns.log_scale[None, :]
     last = ScaledRows(rows.values[giant:], rows.log_scale[giant:])
