@@ -217,6 +217,20 @@ def test_negative_control_other_seed_changes_the_losses(tmp_path):
     assert not np.allclose(out[0].step_losses, record.losses, rtol=1e-6)
 
 
+def test_members_of_one_architecture_are_sized_once():
+    """Sizing builds ~15 candidate networks: ensemble members share one search per architecture."""
+    from cfl_lightning.models import lstm, transformer
+
+    for cached, cls in ((lstm._hidden_size, LSTMLanguageModel),
+                        (transformer._sizes, TransformerLanguageModel)):
+        cached.cache_clear()
+        models = [cls(num_symbols=2, param_budget=9000 + 7, dropout=d) for d in (0.0, 0.1, 0.2)]
+        assert cached.cache_info().misses == 1 and cached.cache_info().hits == 2
+        assert len({m.num_parameters for m in models}) == 1
+        cls(num_symbols=3, param_budget=9000 + 7)  # negative control: another vocabulary
+        assert cached.cache_info().misses == 2
+
+
 def test_clip_rows_matches_clip_grad_norm():
     rows = torch.randn(3, 50, dtype=torch.float64) * torch.tensor([[0.1], [3.0], [40.0]])
     clipped = rows.clone()
