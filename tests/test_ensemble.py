@@ -231,6 +231,13 @@ def test_members_of_one_architecture_are_sized_once():
         assert cached.cache_info().misses == 2
 
 
+def test_the_ensemble_layer_imports_no_cli():
+    """Building members from ``fit`` command lines is the CLI layer's (cli/ensemble_job.py)."""
+    from tests.test_layering import _offenders
+
+    assert _offenders("ensemble", "cfl_lightning.cli") == []
+
+
 def test_clip_rows_matches_clip_grad_norm():
     rows = torch.randn(3, 50, dtype=torch.float64) * torch.tensor([[0.1], [3.0], [40.0]])
     clipped = rows.clone()
@@ -555,6 +562,36 @@ def test_a_step_with_every_member_idle_changes_nothing():
     step(np.array([packed.first_batch[0], -1, -1]))  # negative control: a real step moves
     assert not torch.equal(before[0][0], param.detach()[0])
     assert torch.equal(before[0][1], param.detach()[1])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("arch", ["lstm", "transformer"])
+def test_cuda_graph_steps_equal_the_eager_fixed_shape_steps(arch):
+    """Captured and replayed per bucket, the step updates every member as the eager one does."""
+    from cfl_lightning.ensemble.step import TrainStep
+
+    models, dms = zip(*(build(arch, i, d) for i, d in enumerate(DATA)))
+    for dm in dms:
+        dm.setup("fit")
+    layout = ParameterLayout.of(models[0])
+    packed = PackedCorpora(
+        [d.tokenized("train") for d in dms], [d.batches("train") for d in dms],
+        [d.pfsa.next_symbol_probs() for d in dms], dms[0].pad_id, device="cuda",
+    )
+    rng = np.random.default_rng(0)
+    plan = [np.array([packed.first_batch[m] + int(rng.integers(packed.num_batches[m]))
+                      if rng.random() < 0.8 else -1 for m in range(3)]) for _ in range(12)]
+    out = {}
+    for mode in ("static", "graph"):
+        param = torch.nn.Parameter(layout.stack([m.double() for m in models]).cuda())
+        adam = StackedAdam(param, torch.full((3,), 0.01, dtype=torch.float64))
+        step = TrainStep(stacked_network(models[0]), layout, param, adam, packed, "kl", 5.0, mode)
+        losses = [step(ids, record=True) for ids in plan]
+        out[mode] = (param.detach().cpu(), torch.stack(losses), step.captures)
+    torch.testing.assert_close(out["graph"][0], out["static"][0], rtol=1e-9, atol=1e-12)
+    torch.testing.assert_close(out["graph"][1], out["static"][1], rtol=1e-9, atol=1e-12,
+                               equal_nan=True)
+    assert out["graph"][2] >= 1 and out["static"][2] == 0
 
 
 def test_a_resumed_fit_equals_the_uninterrupted_one(tmp_path):

@@ -54,11 +54,8 @@ class MemberDecomposedKL(Metric):
     full_state_update = False
     is_differentiable = False
     higher_is_better = False
-
-    counts: Tensor
-    kl_sums: Tensor
-    ratio_sums: Tensor
-    visits: Tensor
+    # states (add_state): counts, kl_sums [sum Q] float64, ratio_sums [sum Q, |S|+1] float64,
+    # visits [sum Q] int64; member m owns rows offset_m ... offset_m + Q_m - 1
 
     def __init__(self, pfsas: list[PFSA], *, validate_args: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
