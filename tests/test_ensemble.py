@@ -678,6 +678,7 @@ def test_plan_jobs_deals_slow_grid_values_across_jobs(tmp_path):
     assert sorted(p.name for j in jobs for p in j.points) == sorted(p.name for p in points)
 
 
+@pytest.mark.slow
 def test_sweep_ensemble_reports_a_failed_member_and_runs_the_others(tmp_path):
     import json
     import os
