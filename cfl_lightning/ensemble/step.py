@@ -14,7 +14,8 @@ Three ways to run the same step (:class:`TrainStep`, ``mode``):
 * ``"graph"`` (CUDA): ``"static"``, with each bucket's step captured once in a CUDA graph and
   replayed: no Python and no kernel launches per operation. Capture follows PyTorch's recipe
   (warm-up on a side stream, then ``torch.cuda.graph``); the warm-up steps train no member
-  (``active`` all False: exactly no update) and all buckets share one memory pool.
+  (``active`` all False: exactly no update) and all buckets share one memory pool. If a capture
+  fails, a warning says so and the steps run as ``"static"``.
 
 ``"static"`` is ``"graph"`` without the capture, so the CPU runs (and the tests check) the
 code that the GPU captures. Every mode gives each member its sequential run's update.
@@ -22,6 +23,7 @@ code that the GPU captures. Every mode gives each member its sequential run's up
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -203,7 +205,15 @@ class TrainStep:
                 losses=torch.zeros(self.members, dtype=self.param.dtype, device=self.device),
             )
             if self.mode == "graph":
-                self._capture(static, shape)
+                try:
+                    self._capture(static, shape)
+                except RuntimeError as err:  # an operation that cannot be captured
+                    torch.cuda.synchronize(self.device)
+                    warnings.warn(
+                        f"CUDA graph capture failed ({' '.join(str(err).split())[:200]}); the "
+                        "ensemble's training steps run without graphs", RuntimeWarning, stacklevel=2,
+                    )
+                    self.mode = "static"
             self._buckets[shape] = static
         return static
 
