@@ -196,6 +196,11 @@ def test_members_train_exactly_as_sequential_runs(arch, engine, mode, pacing, re
     assert len({len(r[0].losses) for r in refs}) > 1  # members had different step counts
     assert any(r[1] < EPOCHS for r in refs)  # some member stopped early (then masked)
     assert trainer.current_epoch == max(r[1] for r in refs)  # should_stop once all stopped
+    last = [  # train/loss of the last epoch: the mean over its members of their mean step loss
+        np.mean(o.step_losses[-(o.steps // o.epochs):]) for o in module.outcomes()
+        if o.epochs == trainer.current_epoch
+    ]
+    assert float(trainer.callback_metrics["train/loss"]) == pytest.approx(np.mean(last), rel=1e-6)
     for (record, ep, best_score, best_state), out in zip(refs, module.outcomes()):
         assert len(out.step_losses) == len(record.losses)
         np.testing.assert_allclose(out.step_losses, record.losses, rtol=1e-10, atol=1e-12)

@@ -213,7 +213,7 @@ class LoopEngine:
 
     def take_losses(self) -> Tensor:
         """``[M]`` float64 training loss sums since the last call."""
-        out = self._loss_sums.cpu()
+        out = self._loss_sums.to("cpu", copy=True)
         self._loss_sums.zero_()
         return out
 

@@ -36,6 +36,7 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 
+from cfl_lightning.callbacks import MONITOR, EpochProgress
 from cfl_lightning.ensemble.checkpoint import LAST, LastCheckpoint
 from cfl_lightning.ensemble.module import CHECKPOINT_KEY, EnsembleLanguageModel
 from cfl_lightning.ensemble.results import has_results, write_member_results
@@ -122,7 +123,11 @@ def _fit(
                              f"{saved[1]}\n")
         elif saved is not None:
             sys.stderr.write(f"{checkpoint} holds other members; training from the start\n")
-    callbacks = [LastCheckpoint(checkpoint.parent, checkpoint.name)] if checkpoint else []
+    # one line per epoch on stderr (the job's log): mean val/kl_per_string of the members
+    # still training, and how many they are
+    callbacks: list[pl.Callback] = [EpochProgress(names=("train/loss", MONITOR, "ensemble/live"))]
+    if checkpoint is not None:
+        callbacks.append(LastCheckpoint(checkpoint.parent, checkpoint.name))
     trainer = pl.Trainer(
         max_epochs=settings.max_epochs,
         accelerator="gpu" if device.startswith("cuda") else "cpu",

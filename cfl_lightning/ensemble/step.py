@@ -152,7 +152,7 @@ class TrainStep:
 
     def take_losses(self) -> Tensor:
         """``[M]`` float64 loss sums since the last call (then reset); one host read."""
-        out = self.loss_sums.cpu()
+        out = self.loss_sums.to("cpu", copy=True)
         self.loss_sums.zero_()
         return out
 
