@@ -255,12 +255,12 @@ def test_clip_rows_matches_clip_grad_norm():
         torch.testing.assert_close(clipped[i], p.grad)
 
 
-@pytest.mark.parametrize("how", ["rows", "active"])
-def test_stacked_adam_matches_torch_adam_and_freezes_inactive_rows(how):
+@pytest.mark.parametrize("how,per_row", [("rows", True), ("rows", False), ("active", False)])
+def test_stacked_adam_matches_torch_adam_and_freezes_inactive_rows(how, per_row):
     torch.manual_seed(0)
     start = torch.randn(2, 20, dtype=torch.float64)
     stacked = torch.nn.Parameter(start.clone())
-    adam = StackedAdam(stacked, torch.tensor([0.01, 0.003], dtype=torch.float64))
+    adam = StackedAdam(stacked, torch.tensor([0.01, 0.003], dtype=torch.float64), per_row=per_row)
     refs = [torch.nn.Parameter(start[i].clone()) for i in range(2)]
     opts = [torch.optim.Adam([refs[i]], lr=lr) for i, lr in enumerate((0.01, 0.003))]
     for step in range(6):

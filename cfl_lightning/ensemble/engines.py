@@ -203,7 +203,8 @@ class LoopEngine:
         if self.clip is not None:
             clip_rows_(grads, self.clip)
         rows = torch.as_tensor(taking, device=self.device)
-        optimizer.update(grads, rows=rows)
+        everyone = len(taking) == self.param.shape[0]  # no gather: one pass over [M, P]
+        optimizer.update(grads, rows=None if everyone else rows)
         self._loss_sums.index_add_(0, rows, losses)
         if not record:
             return None

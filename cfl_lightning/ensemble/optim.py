@@ -14,6 +14,7 @@ step counts and bias corrections are device tensors, changed in place).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -43,6 +44,11 @@ class StackedAdam(torch.optim.Optimizer):
         lr: ``[M]`` learning rates (change them through :attr:`lr`, in place).
         betas: Adam's ``(beta1, beta2)``.
         eps: Adam's epsilon.
+        per_row: update ``rows`` (or all rows) member by member with PyTorch's own scalar
+            arithmetic (it reads each member's step and learning rate on the host; no gather, no
+            broadcast: on a CPU about twice as fast as the batched arithmetic, and bitwise
+            ``torch.optim.Adam``). Default: on a CPU. The ``active`` masked update, which CUDA
+            graphs capture, is always batched.
 
     Example:
         >>> p = torch.nn.Parameter(torch.zeros(2, 3))
@@ -59,6 +65,7 @@ class StackedAdam(torch.optim.Optimizer):
         lr: Tensor,
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
+        per_row: bool | None = None,
     ) -> None:
         if param.dim() != 2:
             raise ValueError(f"StackedAdam needs one [M, P] parameter, got shape {list(param.shape)}")
@@ -70,6 +77,7 @@ class StackedAdam(torch.optim.Optimizer):
         state["lr"] = lr.detach().to(param.device, torch.float64).clone()
         state["exp_avg"] = torch.zeros_like(param, memory_format=torch.contiguous_format)
         state["exp_avg_sq"] = torch.zeros_like(param, memory_format=torch.contiguous_format)
+        self.per_row = param.device.type == "cpu" if per_row is None else bool(per_row)
 
     @property
     def param(self) -> Tensor:
@@ -121,6 +129,13 @@ class StackedAdam(torch.optim.Optimizer):
         beta1, beta2 = group["betas"]
         param, exp_avg, exp_avg_sq = self.param, state["exp_avg"], state["exp_avg_sq"]
         steps, lr = state["step"], state["lr"]
+        if self.per_row and active is None:
+            members = range(param.shape[0]) if rows is None else rows.tolist()
+            for k, i in enumerate(members):
+                steps[i] += 1
+                self._row(param[i], exp_avg[i], exp_avg_sq[i], grad[k], float(steps[i]),
+                          float(lr[i]), beta1, beta2, group["eps"])
+            return
         if rows is not None:
             steps.index_add_(0, rows, torch.ones_like(rows, dtype=steps.dtype))
             new = self._moved(param[rows], exp_avg[rows], exp_avg_sq[rows], grad, steps[rows],
@@ -141,6 +156,18 @@ class StackedAdam(torch.optim.Optimizer):
         keep = active.unsqueeze(1)
         for target, value in zip((param, exp_avg, exp_avg_sq), new):
             torch.where(keep, value, target, out=target)
+
+    @staticmethod
+    def _row(
+        param: Tensor, exp_avg: Tensor, exp_avg_sq: Tensor, grad: Tensor, step: float, lr: float,
+        beta1: float, beta2: float, eps: float,
+    ) -> None:
+        """``torch.optim.Adam``'s single-tensor step on one member's row views, in place."""
+        exp_avg.lerp_(grad, 1 - beta1)
+        exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+        step_size = lr / (1 - beta1**step)
+        denom = (exp_avg_sq.sqrt() / math.sqrt(1 - beta2**step)).add_(eps)
+        param.addcdiv_(exp_avg, denom, value=-step_size)
 
     @staticmethod
     def _moved(
