@@ -106,23 +106,23 @@ class _Reader:
     def wrong(self, key: str, expected: str, value: Any) -> CflError:
         return CflError(f"{self.source}: {key}: expected {expected}, got {_shown(value)}")
 
-    def number(self, value: Any, key: str) -> float | None:
+    def number(self, value: Any, key: str, expected: str = "a number or null") -> float | None:
         if value is None:
             return None
         if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-            raise self.wrong(key, "a number or null", value)
+            raise self.wrong(key, expected, value)
         if isinstance(value, str):
             if value.strip().lower() in _MISSING_TEXT:
                 return None
             try:
                 value = float(value)
             except ValueError:
-                raise self.wrong(key, "a number or null", value) from None
+                raise self.wrong(key, expected, value) from None
         value = float(value)
         return value if math.isfinite(value) else None
 
     def integer(self, value: Any, key: str) -> int | None:
-        number = self.number(value, key)
+        number = self.number(value, key, "an integer or null")
         if number is None:
             return None
         if not number.is_integer():

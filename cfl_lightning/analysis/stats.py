@@ -40,6 +40,7 @@ __all__ = [
     "Gap",
     "gap_interval",
     "no_gap",
+    "excludes_no_gap",
 ]
 
 LEVEL = 0.95  # every interval's coverage
@@ -165,8 +166,7 @@ class Gap:
 
     def excludes_no_gap(self) -> bool:
         """Whether the interval lies entirely above or below "no gap" (:func:`no_gap`)."""
-        target = no_gap(self.kind)
-        return bool(self.low > target or self.high < target)  # NaN compares False
+        return excludes_no_gap(self.kind, self.low, self.high)
 
 
 def no_gap(kind: str) -> float:
@@ -174,6 +174,13 @@ def no_gap(kind: str) -> float:
     if kind not in GAP_KINDS:
         raise ValueError(f"unknown gap kind {kind!r}; expected one of {GAP_KINDS}")
     return 1.0 if kind == "ratio" else 0.0
+
+
+def excludes_no_gap(kind: str, low: float, high: float) -> bool:
+    """Whether the interval ``[low, high]`` of a ``kind`` gap lies entirely on one side of "no
+    gap" (:func:`no_gap`); False without an interval (NaN)."""
+    reference = no_gap(kind)
+    return bool(low > reference or high < reference)  # NaN compares False
 
 
 def _welch_df(a: float, na: int, b: float, nb: int) -> float:
