@@ -179,7 +179,9 @@ def for_target(record: RunRecord, target: str) -> RunRecord | None:
     if record.event == target:
         visits = (record.test_visits or {}).get(target)
         if record.target_test_visits is None and visits is not None:
-            weighted, unweighted = known_contribution(record.kl_target, record.kl_target_unweighted, visits)
+            weighted, unweighted = known_contribution(
+                record.kl_target, record.kl_target_unweighted, visits
+            )
             return replace(
                 record,
                 target_test_visits=visits,

@@ -185,10 +185,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--min-visits must be 0 or more, got {args.min_visits}")
 
     def body() -> int:
-        from cfl_lightning.analysis.aggregate import (
-            default_targets,
-            expand_correlational,
-        )
+        from cfl_lightning.analysis.aggregate import default_targets, expand_correlational
         from cfl_lightning.errors import CflError
 
         records, jsonl_inputs = _load(args.inputs)
@@ -203,10 +200,13 @@ def main(argv: list[str] | None = None) -> int:
             raise CflError(
                 f"no runs about target {unknown[0]}; found: {', '.join(sorted(known)) or 'none'}"
             )
+        # every check first: no output is written when the analysis is refused
+        expanded = expand_correlational(records, targets)
+        curves = _curves(expanded, targets, args) if output is not None else None
         if args.export_results is not None:
             _export(records, targets, args.export_results, jsonl_inputs)
-        if output is not None:
-            _analyze(expand_correlational(records, targets), len(records), targets, output, args)
+        if curves is not None:
+            _write(*curves, len(records), targets, output, args)
         return 0
 
     return run_command(body, PROG)
@@ -263,16 +263,14 @@ def _export(records: list, targets: list[str], path: str, inputs: list[str]) -> 
     )
 
 
-def _analyze(expanded: list, num_records: int, targets: list[str], output: Path, args) -> None:
-    """Curves, CSV, figure and the gap table for the runs ``expanded`` per target."""
-    from cfl_lightning.analysis.aggregate import (
-        aggregate,
-        best_of_repeats,
-        quantity_name,
-        split_by_visits,
-        write_table,
-    )
-    from cfl_lightning.analysis.plot import plot_curves, undrawable
+def _curves(expanded: list, targets: list[str], args) -> tuple[list, int]:
+    """The curve points of the runs ``expanded`` per target (stderr: what was left out), and
+    the number of run/target points after best-of-repeats.
+
+    Raises:
+        CflError: no point to plot.
+    """
+    from cfl_lightning.analysis.aggregate import aggregate, best_of_repeats, split_by_visits
     from cfl_lightning.errors import CflError
 
     best = best_of_repeats(expanded)
@@ -300,6 +298,16 @@ def _analyze(expanded: list, num_records: int, targets: list[str], output: Path,
             f"{PROG}: left out {sum(missing.values())} run(s) without a value of "
             f"{args.metric} (unknown, not 0): {_per_curve(missing)}\n"
         )
+    return rows, len(best)
+
+
+def _write(
+    rows: list, num_best: int, num_records: int, targets: list[str], output: Path, args
+) -> None:
+    """The CSV, the figure, a summary on stderr and the gap table on stdout."""
+    from cfl_lightning.analysis.aggregate import quantity_name, write_table
+    from cfl_lightning.analysis.plot import plot_curves, undrawable
+
     table = output.with_suffix(".csv")
     write_table(rows, table)
     plot_curves(
@@ -312,7 +320,7 @@ def _analyze(expanded: list, num_records: int, targets: list[str], output: Path,
     sys.stderr.write(f"{PROG}: y axis: {args.metric} ({', '.join(names)})\n")
     settings = sorted({r.setting for r in rows})
     sys.stderr.write(
-        f"{PROG}: {num_records} runs ({len(best)} run/target points after best-of-repeats), "
+        f"{PROG}: {num_records} runs ({num_best} run/target points after best-of-repeats), "
         f"{len({r.target for r in rows})} target(s), {', '.join(settings)}; "
         f"wrote {output} and {table}\n"
     )
@@ -328,10 +336,11 @@ def gap_table(rows: list) -> str:
     with_gap = [r for r in rows if r.gap_kind is not None]
     with_interval = [r for r in with_gap if math.isfinite(r.gap_ci_low)]
     shown = [r for r in with_interval if excludes_no_gap(r.gap_kind, r.gap_ci_low, r.gap_ci_high)]
+    factor = "sqrt2" if math.isclose(GAP_FACTOR, math.sqrt(2.0)) else f"{GAP_FACTOR:.3g}"
     head = (
         f"gap at each causal count N: causal mean vs the correlational runs with x in "
-        f"[N/{GAP_FACTOR:.3g}, N*{GAP_FACTOR:.3g}] (ratio, or difference for signed "
-        f"quantities), 95% interval over automata\n"
+        f"[N/{factor}, N*{factor}] (ratio, or difference for signed quantities), "
+        f"95% interval over automata\n"
         f"{len(with_gap)} causal point(s) have such runs, {len(with_interval)} an interval; "
         f"{len(shown)} exclude no gap (ratio 1, difference 0)"
     )
