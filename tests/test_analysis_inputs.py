@@ -213,6 +213,13 @@ def test_count_types(value, accepted):
         assert rec.record_from_results(item, "src").count == accepted
 
 
+def test_a_boolean_seed_is_no_seed():
+    """LightningCLI's ``seed_everything: false`` lands in results.json as the seed."""
+    item = result()
+    item["seed"] = False
+    assert rec.record_from_results(item, "src").seed is None
+
+
 # --------------------------------------------------------------------------- paths
 
 

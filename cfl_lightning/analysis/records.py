@@ -145,6 +145,11 @@ class _Reader:
         return value
 
 
+def _seed(value: Any, reader: _Reader) -> int | None:
+    """``seed_everything`` may be a bool in a LightningCLI config (false: no seeding)."""
+    return None if isinstance(value, bool) else reader.integer(value, "seed")
+
+
 def _model_name(value: Any, reader: _Reader) -> str | None:
     if isinstance(value, Mapping):
         value = value.get("class_path")
@@ -307,7 +312,7 @@ def record_from_results(data: Mapping[str, Any], source: str) -> RunRecord:
         kl_target=weighted,
         kl_target_unweighted=unweighted,
         realized_strings=reader.integer(data.get("realized_strings"), "realized_strings"),
-        seed=reader.integer(data.get("seed"), "seed"),
+        seed=_seed(data.get("seed"), reader),
         target_test_visits=visits,
         occurrences=_occurrences(data.get("occurrences"), reader),
         target_kl=_target_kl(data.get("kl"), data.get("kl_unweighted"), reader),

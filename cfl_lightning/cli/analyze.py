@@ -63,7 +63,7 @@ def build_parser() -> ArgumentParser:
         prog=PROG,
         description=(
             "Plot the target's per-state/-transition/-symbol contribution to the decomposed KL "
-            "against its training occurrences (causal vs correlational), with 95%% intervals "
+            "against its training occurrences (causal vs correlational), with 95% intervals "
             "over automata and the causal/correlational gap."
         ),
     )
