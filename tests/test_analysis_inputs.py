@@ -227,7 +227,7 @@ def test_missing_local_paths_are_not_taken_for_wandb_sweeps(tmp_path, capsys, mo
     (tmp_path / "runs").mkdir()
     out = str(tmp_path / "f.png")
     for item in ("/no/such/dir", "/no/such/dir/", "./a/b", "~/a/b", "runs/sweeps/x", "x.jsonl",
-                 "e/p/r.jsonl"):
+                 "e/p/r.jsonl", "e/../r"):
         code, err = run_main(["analyze", item, "--output", out], capsys)
         assert code == 2 and err.count("\n") == 1, (item, err)
         assert f"{item}: no such directory or file" in err and "W&B API" not in err, (item, err)

@@ -154,13 +154,14 @@ def input_kind(item: str) -> tuple[str, str]:
     if os.path.exists(item):
         raise CflError(f"{item}: not a directory nor a .jsonl file of results")
     sweep = _sweep_path(item)
-    local = item.startswith(("/", ".", "~")) or item.endswith(".jsonl")
-    if sweep and not local:
-        parts = sweep.split("/")
-        first_is_local = os.path.isdir(item.split("/", 1)[0])
-        if all(_WANDB_PART.fullmatch(p) and p not in (".", "..") for p in parts):
-            if not first_is_local:
-                return "wandb", sweep
+    local = (
+        item.startswith(("/", ".", "~"))
+        or item.endswith(".jsonl")
+        or os.path.isdir(item.split("/", 1)[0])
+    )
+    names = sweep.split("/") if sweep else []
+    if names and not local and all(_WANDB_PART.fullmatch(p) and p.strip(".") for p in names):
+        return "wandb", sweep
     raise CflError(
         f"{item}: no such directory or file (a W&B sweep is written ENTITY/PROJECT/SWEEP_ID)"
     )
@@ -255,11 +256,13 @@ def _export(records: list, targets: list[str], path: str, inputs: list[str]) -> 
         or (r.setting == "correlational" and any(for_target(r, t) for t in targets))
     ]
     lines = write_jsonl(about, path, events=targets, inputs=inputs)
-    size = os.path.getsize(path) if os.path.isfile(path) else 0
-    per_run = f", {size / max(lines, 1):,.0f} bytes per run" if size else ""
+    size = ""
+    if os.path.isfile(path):  # not a pipe
+        total = os.path.getsize(path)
+        size = f": {total:,} bytes, {total / max(lines, 1):,.0f} bytes per run"
     sys.stderr.write(
         f"{PROG}: exported {lines} of {len(records)} run(s) (those about "
-        f"{', '.join(targets)}) to {path}: {size:,} bytes{per_run}\n"
+        f"{', '.join(targets)}) to {path}{size}\n"
     )
 
 
