@@ -213,3 +213,22 @@ def test_no_correlational_runs_near_the_count_leaves_the_gap_empty():
     (row,) = causal_rows(items).values()
     assert row.gap_n is None and row.gap_kind is None and math.isnan(row.gap)
     assert row.ci_low < row.mean < row.ci_high and row.x_median == 100
+
+
+def test_explicit_edges_bin_exactly_and_drop_runs_outside():
+    """``edges`` (a stratified design's bins): [E_i, E_i+1) exactly; runs outside are left out."""
+    xs = [90, 100, 120, 140, 141, 199, 200, 250, 400]  # 90 and 400 lie outside [100, 400)
+    runs = records(
+        [
+            result(automaton=f"A{i}", intervention="none", count=None, realized=x, kl_target=x / 1000)
+            for i, x in enumerate(xs)
+        ]
+    )
+    rows = ag.aggregate(ag.best_of_repeats(runs), edges=[100, 141, 200, 400], metric="kl_target")
+    got = [(r.x_min, r.x_max, r.n) for r in rows]
+    assert got == [(100, 141, 3), (141, 200, 2), (200, 400, 2)]
+    assert rows[1].mean == pytest.approx((141 + 199) / 2 / 1000)
+    # Negative control: without edges the same runs fall into other bins, and none is dropped.
+    default = ag.aggregate(ag.best_of_repeats(runs), bins=3, metric="kl_target")
+    assert sum(r.n for r in default) == len(xs)
+    assert [(r.x_min, r.x_max) for r in default] != [(a, b) for a, b, _ in got]

@@ -353,6 +353,7 @@ def aggregate(
     binning: str = "quantile",
     targets: Sequence[str] | None = None,
     min_visits: int = 1,
+    edges: Sequence[float] | None = None,
 ) -> list[CurveRow]:
     """The curve points: causal per count, correlational per realized-count bin.
 
@@ -362,6 +363,10 @@ def aggregate(
     left out; each row says how many runs of its curve were left out for the first two reasons.
     Every row gets a 95% interval of its mean; every causal row with correlational runs near
     its count (same target, model, corpus size and x axis) gets the gap (module docstring).
+    With ``edges`` (increasing), correlational runs are binned on ``[E_i, E_{i+1})`` exactly
+    (e.g. the bins of a stratified design, :mod:`cfl_lightning.stratify`) and runs outside
+    ``[E_0, E_k)`` are left out of the correlational curves; otherwise ``bins`` bins are placed by
+    ``binning``.
     """
     if metric not in METRICS:
         raise ValueError(f"unknown metric {metric!r}; expected one of {METRICS}")
@@ -447,10 +452,11 @@ def aggregate(
     for (event, model, setting, k), pairs in corr.items():
         x = np.array([p[0] for p in pairs], dtype=float)
         y = np.array([p[1] for p in pairs], dtype=float)
-        edges = bin_edges(x, bins, binning)
-        index = _assign(x, edges)
-        for b in range(len(edges) - 1):
-            members = index == b
+        bounds = bin_edges(x, bins, binning) if edges is None else np.asarray(edges, float)
+        index = _assign(x, bounds)
+        inside = (x >= bounds[0]) & (x < bounds[-1]) if edges is not None else True
+        for b in range(len(bounds) - 1):
+            members = (index == b) & inside
             if not members.any():
                 continue
             rows.append(
@@ -460,8 +466,8 @@ def aggregate(
                     setting,
                     k,
                     float(x[members].mean()),
-                    float(edges[b]),
-                    float(edges[b + 1]),
+                    float(bounds[b]),
+                    float(bounds[b + 1]),
                     y[members].tolist(),
                     float(np.median(x[members])),
                 )

@@ -45,7 +45,7 @@ import re
 import sys
 from pathlib import Path
 
-from cfl_lightning.cli.common import ArgumentParser, command_args, run_command
+from cfl_lightning.cli.common import ArgumentParser, command_args, edges_type, run_command
 
 __all__ = ["main", "build_parser", "input_kind", "gap_table"]
 
@@ -115,6 +115,11 @@ def build_parser() -> ArgumentParser:
     )
     parser.add_argument("--bins", type=int, default=8, help="correlational bins (default 8)")
     parser.add_argument(
+        "--edges", type=edges_type, default=None, metavar="E0,E1,...",
+        help="correlational bins [E_i, E_i+1) given exactly (e.g. a stratified design's; runs "
+        "outside [E0, Ek) are left out of the correlational curves); overrides --bins/--binning",
+    )
+    parser.add_argument(
         "--binning", choices=BINNINGS, default="quantile", help="correlational bins' edges"
     )
     parser.add_argument(
@@ -180,6 +185,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--export-results must end in .jsonl, got {args.export_results!r}")
     if args.bins < 1:
         parser.error(f"--bins must be positive, got {args.bins}")
+    if args.edges is not None and (
+        len(args.edges) < 2 or any(not b > a for a, b in zip(args.edges, args.edges[1:]))
+    ):
+        parser.error(f"--edges must be at least two strictly increasing numbers, got {args.edges}")
     if args.columns < 1:
         parser.error(f"--columns must be positive, got {args.columns}")
     if args.min_visits < 0:
@@ -287,6 +296,7 @@ def _curves(expanded: list, targets: list[str], args) -> tuple[list, int]:
         binning=args.binning,
         targets=targets,
         min_visits=args.min_visits,
+        edges=args.edges,
     )
     if not rows:
         valueless = sum(getattr(r, args.metric) is None for r in split.kept)

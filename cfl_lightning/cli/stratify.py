@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import sys
 
-from cfl_lightning.cli.common import ArgumentParser, command_args, run_command
+from cfl_lightning.cli.common import ArgumentParser, command_args, edges_type, run_command
 
 __all__ = ["main", "build_parser"]
 
@@ -39,17 +39,6 @@ def _positive(text: str) -> int:
     return value
 
 
-def _edges(text: str) -> list[float]:
-    import argparse
-
-    try:
-        return [float(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated numbers such as 100,200,400, got {text!r}"
-        ) from None
-
-
 def build_parser() -> ArgumentParser:
     from cfl_lightning.cli.common import seed_type
 
@@ -61,7 +50,7 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("sweep", help="W&B grid sweep YAML of unconstrained (correlational) runs")
     parser.add_argument("--event", required=True, help="state:NAME, symbol:SYM or transition:SRC:SYM")
     parser.add_argument(
-        "--edges", required=True, type=_edges, metavar="E0,E1,...",
+        "--edges", required=True, type=edges_type, metavar="E0,E1,...",
         help="increasing bin edges; bin i holds realized counts in [E_i, E_i+1)",
     )
     parser.add_argument(
