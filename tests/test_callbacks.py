@@ -260,12 +260,22 @@ def test_readme_bring_your_own_model_example_runs(tmp_path):
     section = readme.split("## Bring your own model", 1)[1].split("\n## ", 1)[0]
     code = next(b for b in re.findall(r"```python\n(.*?)```", section, re.S)
                 if b.startswith("# gru_lm.py"))
-    (tmp_path / "gru_lm.py").write_text(textwrap.dedent(code))
+    # trainer.test(ckpt_path="best") must restore the monitored best, not the last epoch
+    assert 'ModelCheckpoint(monitor="val/kl_per_string"' in code
+    check = textwrap.dedent("""
+        best_path = trainer.checkpoint_callback.best_model_path
+        assert trainer.checkpoint_callback.monitor == "val/kl_per_string", "no monitor"
+        assert trainer.ckpt_path == best_path, (trainer.ckpt_path, best_path)
+        print(f"best: {best_path}")
+    """)
+    code = textwrap.dedent(code) + textwrap.indent(check, "    ")
+    (tmp_path / "gru_lm.py").write_text(code)
     env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}", "OMP_NUM_THREADS": "1",
            "WANDB_MODE": "disabled", "CFL_LIGHTNING_CACHE": "none"}
     proc = subprocess.run([sys.executable, "gru_lm.py"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "best: " in proc.stdout
     path = Path(re.search(r"^results: (.+)$", proc.stdout, re.M).group(1))
     results = json.loads((tmp_path / path).read_text())
     assert results["model"] == "GRULM" and set(results["kl"]["state"]) == {
