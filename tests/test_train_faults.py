@@ -244,6 +244,21 @@ def test_fit_on_a_full_disk_is_one_line_and_keeps_the_logs(tmp_path, capsys, mon
         torch.load(ckpt, weights_only=True)  # complete
 
 
+def test_corpus_cache_on_a_full_disk_is_a_warning(tmp_path, monkeypatch):
+    """The cache is optional: a full disk there warns (it used to be a RuntimeError from
+    torch's zip writer, about stream positions) and the corpus is still served."""
+    import cfl_lightning.checkpoint_io as module
+    from cfl_lightning.data import PFADataModule
+
+    monkeypatch.setattr(module, "atomic_open", _FullDisk(keep=50))
+    dm = PFADataModule(generator="parity", num_strings=5, val_strings=0, test_strings=0,
+                       cache_dir=str(tmp_path), device="cpu")
+    with pytest.warns(UserWarning, match="No space left on device"):
+        dm.setup("fit")
+    assert len(dm.corpus("train")) == 5
+    assert not [p for p in tmp_path.rglob("*") if p.is_file()]  # nothing half-written
+
+
 def _mount_tmpfs(path: Path, size: str) -> bool:
     path.mkdir()
     proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
