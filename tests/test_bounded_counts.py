@@ -115,6 +115,7 @@ def test_issue_requests_are_sampled_with_their_totals(spec, k, n, device):
     assert c.total_count >= 10
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "spec,k,n", [("transition:i:a", 4, 2), ("transition:i:a", 4, 4), ("state:i", 3, 1)]
 )
@@ -139,6 +140,7 @@ def test_exact_corpus_law_with_bounded_counts(bounded, device, spec, k, n):
     assert chi_square_pvalue(first, wrong, runs) < ALPHA
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spec,k,n", [("transition:i:a", 3, 2), ("state:i", 4, 3)])
 def test_at_least_corpus_law_with_bounded_counts(bounded, device, spec, k, n):
     """At least ``n``: the corpus total's law and the first string's law, against the DP."""
@@ -162,6 +164,7 @@ def test_at_least_corpus_law_with_bounded_counts(bounded, device, spec, k, n):
     assert chi_square_pvalue(totals, {n: 1.0}, runs) < ALPHA
 
 
+@pytest.mark.slow
 def test_at_least_once_on_a_bounded_event(bounded, device):
     spec, k, m = "transition:i:a", 5, 2
     fn = Event.parse(spec).function(bounded)

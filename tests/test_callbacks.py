@@ -224,6 +224,7 @@ def test_shipped_models_reproduce_recorded_results(model, tmp_path, capsys, monk
                     assert got == pytest.approx(value, rel=1e-4, abs=1e-7), (part, kind, name)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sizes", [(101, 333), (2, 3)], ids=["many-batches", "one-batch"])
 def test_ddp_two_processes_equal_one_process(tmp_path, sizes):
     """Validation and test values under DDP (2 CPU processes, gloo) equal the single-process
@@ -253,6 +254,7 @@ def test_ddp_two_processes_equal_one_process(tmp_path, sizes):
             assert rank["val_callback_metrics"][key] == pytest.approx(one["val"][key], rel=1e-6)
 
 
+@pytest.mark.slow
 def test_readme_bring_your_own_model_example_runs(tmp_path):
     """The README's GRU example, extracted and run as written (from Python), then through
     ``fit --model=gru_lm.GRULM`` with a smaller corpus and one epoch."""
@@ -355,6 +357,7 @@ def test_cli_model_switch_without_num_symbols(tmp_path, capsys, monkeypatch):
     assert results["kl_total"] is not None and len(results["kl"]["state"]) == 4
 
 
+@pytest.mark.slow
 def test_readme_data_module_example_runs_quietly(tmp_path):
     """The README's PFADataModule example as written: it creates the a.json it reads, trains,
     and Lightning does not warn about a val_dataloader without validation_step."""
