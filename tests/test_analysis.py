@@ -478,6 +478,7 @@ def test_analyze_reads_a_wandb_sweep(tmp_path, capsys, monkeypatch):
     assert code == 2 and "Could not find sweep ent/proj/missing" in err
 
 
+@pytest.mark.slow
 def test_analyze_imports_no_lightning():
     code = (
         "import sys; from cfl_lightning.__main__ import main; "
@@ -589,6 +590,7 @@ def test_offline_sweeps_then_analyze_end_to_end(tmp_path):
     assert 1 <= len(corr_rows) <= 2 and sum(int(r["n"]) for r in corr_rows) == 2
 
 
+@pytest.mark.slow
 def test_plot_many_targets_and_both_axes(tmp_path):
     from cfl_lightning.analysis.plot import plot_curves, target_title
 

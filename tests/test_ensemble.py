@@ -143,8 +143,9 @@ def test_packing_wastes_at_most_about_twice_the_real_positions():
 
 @pytest.mark.parametrize(
     "arch,pacing",
-    [("lstm", "lockstep"), ("lstm", "width"), ("transformer", "width"), ("lstm", "loop"),
-     ("transformer", "loop")],
+    [("lstm", "lockstep"),  # the quick lane's case; the others are slow (~1.5 s each)
+     *(pytest.param(arch, pacing, marks=pytest.mark.slow) for arch, pacing in
+       [("lstm", "width"), ("transformer", "width"), ("lstm", "loop"), ("transformer", "loop")])],
 )
 def test_members_train_exactly_as_sequential_runs(arch, pacing, tmp_path):
     """float64, dropout 0: step losses, validation, LR plateaus, stops, best checkpoints."""
@@ -217,6 +218,7 @@ def test_stacked_adam_matches_torch_adam_and_freezes_inactive_rows():
     assert not torch.allclose(stacked.detach()[1], start[1])
 
 
+@pytest.mark.slow
 def test_final_validation_kl_agrees_with_sequential_runs_across_seeds(tmp_path):
     """With dropout (float32, as the CLI), the ensemble is statistically the sequential runs.
 
@@ -359,6 +361,7 @@ def test_predict_feeds_the_decomposed_kl_the_same_as_the_model():
             torch.testing.assert_close(got[key], want[key], rtol=1e-10, atol=1e-12, equal_nan=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["batched", "loop"])
 def test_ensemble_members_write_the_results_their_own_fit_writes(backend, tmp_path, monkeypatch):
     """run_members vs ``python -m cfl_lightning fit`` (in-process) on the same arguments."""
@@ -448,6 +451,7 @@ def test_plan_jobs_deals_slow_grid_values_across_jobs(tmp_path):
     assert sorted(p.name for j in jobs for p in j.points) == sorted(p.name for p in points)
 
 
+@pytest.mark.slow
 def test_sweep_ensemble_reports_a_failed_member_and_runs_the_others(tmp_path):
     import json
     import os

@@ -116,6 +116,7 @@ def test_strings_units_count_strings_not_occurrences(tmp_path, cache):
     assert any(b.realized < a.realized for a, b in zip(occ.settings, strings.settings))
 
 
+@pytest.mark.slow
 def test_written_sweep_runs_exactly_the_chosen_points(tmp_path, cache):
     source = write_sweep(tmp_path / "s.yaml")
     out = tmp_path / "out" / "strat.yaml"
@@ -180,13 +181,15 @@ def test_several_varying_data_parameters_become_one_mapping(tmp_path, cache):
 @pytest.mark.parametrize(
     "args,match",
     [
-        (["--edges", "100,50,200"], "increase strictly"),
-        (["--edges", "100"], "at least two"),
-        (["--edges", "10,x"], "comma-separated numbers"),
-        (["--per-bin", "0"], "per-bin must be an integer >= 1"),
-        (["--event", "symbol:zz"], "unknown symbol 'zz'"),
-        (["--event", "bogus"], "bad event"),
-        (["--output", "OUT.csv"], "expected a .yaml path"),
+        (["--edges", "100,50,200"], "increase strictly"),  # the quick lane's case
+        *(pytest.param(args, match, marks=pytest.mark.slow) for args, match in [  # subprocesses
+            (["--edges", "100"], "at least two"),
+            (["--edges", "10,x"], "comma-separated numbers"),
+            (["--per-bin", "0"], "per-bin must be an integer >= 1"),
+            (["--event", "symbol:zz"], "unknown symbol 'zz'"),
+            (["--event", "bogus"], "bad event"),
+            (["--output", "OUT.csv"], "expected a .yaml path"),
+        ]),
     ],
 )
 def test_bad_input_is_one_line(tmp_path, cache, args, match):
