@@ -19,6 +19,10 @@ COMMANDS = {
     "validate": ("cfl_lightning.cli.train", "validate a model (LightningCLI)"),
     "test": ("cfl_lightning.cli.train", "test a model (LightningCLI)"),
     "sweep": ("cfl_lightning.cli.sweep", "run a W&B sweep YAML offline on this machine"),
+    "stratify": (
+        "cfl_lightning.cli.stratify",
+        "choose a correlational sweep's corpora by their realized count (bins)",
+    ),
     "analyze": ("cfl_lightning.cli.analyze", "draw causal vs correlational curves"),
     "draw": ("cfl_lightning.cli.draw", "render an automaton with graphviz"),
 }

@@ -19,14 +19,19 @@ the product, so a ``-inf`` there gives neither a NaN value nor a NaN gradient). 
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 
 import torch
 from torch import Tensor
 
+from cfl_lightning.errors import CflError
+
 __all__ = [
     "kl_to_automaton_loss",
     "as_log_probs",
+    "check_scores",
+    "ProbabilitiesAsLogitsWarning",
     "kl_per_position",
     "cross_entropy_per_position",
     "per_string",
@@ -48,28 +53,101 @@ PROTOCOL = (
 )
 
 
+class ProbabilitiesAsLogitsWarning(UserWarning):
+    """A model's scores look like probabilities (non-negative, rows summing to 1), not logits."""
+
+
+#: whether :class:`ProbabilitiesAsLogitsWarning` was given in this process (it is given once)
+_warned_probabilities = False
+#: rows within this distance of summing to 1 count as probabilities (float16 softmax included)
+PROBABILITY_TOLERANCE = 1e-3
+
+
+def check_scores(scores: Tensor, mask: Tensor, *, source: str = "scores") -> None:
+    """Refuse scores that ``log_softmax`` would silently turn into a wrong loss or KL.
+
+    At real positions (``mask``): NaN, ``+inf`` and rows that are entirely ``-inf`` are errors
+    (``log_softmax`` would give NaN rows); an integer dtype is an error. Scores that look like
+    probabilities (every entry non-negative and every row summing to 1 within
+    :data:`PROBABILITY_TOLERANCE`: real logits do so only with negligible probability) give a
+    :class:`ProbabilitiesAsLogitsWarning`, once per process: ``log_softmax`` of probabilities is
+    not their logarithm. All checks cost one device synchronization.
+
+    Args:
+        scores: ``[B, T, |S|+1]`` logits or log-probabilities.
+        mask: ``[B, T]`` bool, True on real positions.
+        source: how to name the scores in messages.
+
+    Raises:
+        CflError: an integer dtype, NaN, ``+inf`` or an all-``-inf`` row at a real position.
+    """
+    global _warned_probabilities
+    if not scores.is_floating_point():
+        raise CflError(
+            f"{source} has dtype {str(scores.dtype).replace('torch.', '')}: expected floating-point "
+            "logits or log-probabilities (e.g. float32)"
+        )
+    mask = mask.bool()
+    real = mask[..., None]
+    if not bool(mask.any()):
+        return
+    flags = [
+        (scores.isnan() & real).any(),
+        ((scores == float("inf")) & real).any(),
+        ((scores == float("-inf")).all(-1) & mask).any(),
+    ]
+    if not _warned_probabilities:
+        rows_sum_to_one = ((scores.sum(-1) - 1).abs() <= PROBABILITY_TOLERANCE) | ~mask
+        flags.append(((scores >= 0) | ~real).all() & rows_sum_to_one.all())
+    has_nan, has_posinf, all_neginf, *probabilities = torch.stack(flags).tolist()
+    where = "at a real position (a position of the batch's mask)"
+    if has_nan:
+        raise CflError(f"{source} contains NaN {where}")
+    if has_posinf:
+        raise CflError(
+            f"{source} contains +inf {where}: logits must be finite or -inf (probability 0)"
+        )
+    if all_neginf:
+        raise CflError(f"{source} is -inf for every symbol {where}: no distribution to normalize")
+    if probabilities and probabilities[0]:
+        _warned_probabilities = True
+        warnings.warn(
+            f"{source} looks like probabilities (non-negative, every row sums to 1), but it is "
+            "read as logits and normalized with log_softmax, which gives a wrong loss and KL: "
+            "return logits or log-probabilities (e.g. torch.log_softmax(logits, -1) or "
+            "probs.log()) instead of softmax probabilities",
+            ProbabilitiesAsLogitsWarning,
+            stacklevel=3,
+        )
+
+
 def as_log_probs(scores: Tensor, batch: Mapping[str, Tensor], *, source: str = "scores") -> Tensor:
     """Check a model's scores against a batch and normalize them with ``log_softmax``.
 
     Args:
         scores: ``[B, T, |S|+1]`` logits or log-probabilities (EOS last).
         batch: a batch of :class:`~cfl_lightning.PFADataModule` (``input_ids`` ``[B, T]``,
-            ``target_probs`` ``[B, T, |S|+1]``).
+            ``target_probs`` ``[B, T, |S|+1]``, ``mask`` ``[B, T]``).
         source: how to name the scores in an error message.
 
     Returns:
         ``[B, T, |S|+1]`` log-probabilities (``scores.log_softmax(-1)``).
 
     Raises:
-        ValueError: wrong shape (the message states the expected and actual shapes).
+        CflError (a ``ValueError``): wrong shape (the message states the expected and actual
+            shapes), or the scores fail :func:`check_scores` (integer dtype, NaN, ``+inf``).
+
+    Warns:
+        ProbabilitiesAsLogitsWarning: the scores look like probabilities (once per process).
     """
     expected = tuple(batch["target_probs"].shape)
     if not isinstance(scores, Tensor) or tuple(scores.shape) != expected:
         got = list(scores.shape) if isinstance(scores, Tensor) else type(scores).__name__
-        raise ValueError(
+        raise CflError(
             f"{source} has shape {got}, expected {list(expected)}: the prediction protocol is "
             f"{PROTOCOL}"
         )
+    check_scores(scores, batch["mask"], source=source)
     return torch.log_softmax(scores, dim=-1)
 
 
@@ -81,8 +159,8 @@ def kl_to_automaton_loss(scores: Tensor, batch: Mapping[str, Tensor]) -> Tensor:
             \\mathrm{KL}\\bigl(p_A(\\cdot \\mid y_{b,<t}) \\,\\|\\, p_\\theta(\\cdot \\mid y_{b,<t})\\bigr)
 
     Args:
-        scores: ``[B, T, |S|+1]`` logits or log-probabilities (EOS last); normalized here with
-            ``log_softmax``.
+        scores: ``[B, T, |S|+1]`` logits or log-probabilities (EOS last); checked
+            (:func:`check_scores`) and normalized here with ``log_softmax``.
         batch: a :class:`~cfl_lightning.PFADataModule` batch (``target_probs`` ``[B, T, |S|+1]``,
             ``mask`` ``[B, T]``).
 
@@ -96,7 +174,7 @@ def kl_to_automaton_loss(scores: Tensor, batch: Mapping[str, Tensor]) -> Tensor:
         >>> float(kl_to_automaton_loss(torch.zeros(1, 2, 2), batch))  # 0 + log 2
         0.6931471824645996
     """
-    log_probs = as_log_probs(scores, batch)
+    log_probs = as_log_probs(scores, batch, source="the model's scores")
     mask = batch["mask"].bool()
     sums, _ = per_string(kl_per_position(batch["target_probs"], log_probs, mask), mask)
     return sums.mean()

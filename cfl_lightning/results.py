@@ -32,6 +32,11 @@ cfl_lightning fit`` tests the best checkpoint and writes it into the run's log d
   ``kl_target_unweighted`` and ``kl``/``kl_unweighted`` entries are null, never 0;
 * ``stopped_early`` (whether early stopping ended training), ``steps`` (optimizer steps), both
   null for a test run without training in the same process;
+* ``expected_strings``: ``num_strings`` x P(an unconstrained string contains the event), the
+  natural value of an ``at_least_once`` count (null without an event); ``count_unit``:
+  ``"strings"`` (``at_least_once``: ``count`` counts strings containing the event) or
+  ``"occurrences"`` (every other intervention). ``realized_count`` and ``expected_count`` are
+  always occurrences, ``realized_strings`` and ``expected_strings`` always strings;
 * ``occurrences``: ``{"count": {spec: n}, "strings": {spec: m}}`` for every ``state:``,
   ``symbol:`` and ``transition:`` event in the training corpus, and ``expected_occurrences``
   (``{spec: num_strings x E[n]}``), so one unconstrained (correlational) run serves every target.
@@ -54,6 +59,7 @@ from cfl_lightning.io import atomic_write_text
 if TYPE_CHECKING:
     from torch import Tensor, nn
 
+    from cfl_lightning.automata import Event
     from cfl_lightning.data import PFADataModule
 
 
@@ -92,6 +98,8 @@ RESULT_KEYS = (
     "test_visits",
     "stopped_early",
     "steps",
+    "expected_strings",
+    "count_unit",
 )
 
 
@@ -140,6 +148,7 @@ def build_results(
     test_visits: Tensor | None = None,
     stopped_early: bool | None = None,
     steps: int | None = None,
+    event: Event | None = None,
 ) -> dict[str, Any]:
     """Assemble the ``results.json`` dict of a finished run.
 
@@ -160,16 +169,29 @@ def build_results(
             :attr:`DecomposedKLCallback.test_visits`), or None (visits unknown).
         stopped_early: whether early stopping ended training (None when the run did not train).
         steps: optimizer steps taken (None when the run did not train).
+        event: the event that ``kl_result`` was evaluated for (e.g.
+            :attr:`DecomposedKLCallback.event`); default the data module's. Another event than
+            the data module's is allowed only when the data module has none (its counts are
+            then read from the corpus's ``occurrences``).
 
     Returns:
         a JSON-ready dict with exactly the keys :data:`RESULT_KEYS`, in that order.
     """
     from cfl_lightning.metrics import kl_nested_dict, target_values
-    from cfl_lightning.sampling.visits import target_visits, visits_by_event
+    from cfl_lightning.sampling.visits import containing_probability, target_visits, visits_by_event
 
     intervention = datamodule.intervention
-    pfsa, event = datamodule.pfsa, datamodule.event
+    pfsa = datamodule.pfsa
+    if event is None:
+        event = datamodule.event
+    elif datamodule.event is not None and event != datamodule.event:
+        raise ValueError(f"event {event} differs from the data module's event {datamodule.event}")
     automaton = pfsa.to_dict()
+    occurrences = datamodule.occurrences()
+    expected = datamodule.expected_occurrences()
+    realized_count, realized_strings, expected_count = _event_counts(
+        datamodule, event, occurrences, expected
+    )
     kl = kl_unweighted = None
     kl_total = kl_target = kl_target_unweighted = None
     visits = target_test_visits = None
@@ -199,8 +221,8 @@ def build_results(
         "intervention": intervention.kind,
         "event": None if event is None else str(event),
         "count": intervention.count,
-        "realized_count": datamodule.realized_count,
-        "expected_count": _float(datamodule.expected_count),
+        "realized_count": realized_count,
+        "expected_count": _float(expected_count),
         "num_strings": datamodule.hparams["num_strings"],
         "num_parameters": count_parameters(model),
         "seed": seed,
@@ -215,16 +237,39 @@ def build_results(
         "epochs": None if epochs is None else int(epochs),
         "train_time_s": None if train_time_s is None else float(train_time_s),
         "log_dir": os.fspath(log_dir),
-        "realized_strings": datamodule.realized_strings,
-        "occurrences": datamodule.occurrences(),
-        "expected_occurrences": datamodule.expected_occurrences(),
+        "realized_strings": realized_strings,
+        "occurrences": occurrences,
+        "expected_occurrences": expected,
         "target_test_visits": target_test_visits,
         "test_visits": visits,
         "stopped_early": None if stopped_early is None else bool(stopped_early),
         "steps": None if steps is None else int(steps),
+        "expected_strings": None if event is None else _float(
+            datamodule.hparams["num_strings"] * containing_probability(pfsa, event)
+        ),
+        "count_unit": intervention.unit,
     }
     assert tuple(out) == RESULT_KEYS
     return json_safe(out)
+
+
+def _event_counts(
+    datamodule: PFADataModule,
+    event: Event | None,
+    occurrences: Mapping[str, Mapping[str, int]],
+    expected: Mapping[str, float],
+) -> tuple[int | None, int | None, float | None]:
+    """``(realized_count, realized_strings, expected_count)`` of ``event`` in the training corpus
+    (the data module's own values for its event; else read from ``occurrences``)."""
+    if event is None:
+        return None, None, None
+    if event == datamodule.event:
+        return datamodule.realized_count, datamodule.realized_strings, datamodule.expected_count
+    spec = str(event)
+    return (
+        occurrences["count"].get(spec, 0), occurrences["strings"].get(spec, 0),
+        expected.get(spec, 0.0),
+    )
 
 
 def _unknown_where_unvisited(

@@ -320,6 +320,7 @@ def _default_signals() -> None:
         signal.signal(sig, signal.SIG_DFL)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 128 + 15), (signal.SIGINT, 130)])
 def test_signal_during_a_long_write_leaves_no_temp_file(tmp_path, sig, code):
     (tmp_path / "a.json").write_text(json.dumps(PARITY_JSON))
@@ -383,6 +384,7 @@ print(json.dumps({"results": results,
 """
 
 
+@pytest.mark.slow
 def test_size_refusals_keep_peak_memory_bounded(work):
     """Without the memory override: the host's own limits; the child may map at most 6 GB."""
     argvs = [c[1] for c in REFUSALS if c[0] in (

@@ -224,6 +224,7 @@ def test_shipped_models_reproduce_recorded_results(model, tmp_path, capsys, monk
                     assert got == pytest.approx(value, rel=1e-4, abs=1e-7), (part, kind, name)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sizes", [(101, 333), (2, 3)], ids=["many-batches", "one-batch"])
 def test_ddp_two_processes_equal_one_process(tmp_path, sizes):
     """Validation and test values under DDP (2 CPU processes, gloo) equal the single-process
@@ -253,6 +254,7 @@ def test_ddp_two_processes_equal_one_process(tmp_path, sizes):
             assert rank["val_callback_metrics"][key] == pytest.approx(one["val"][key], rel=1e-6)
 
 
+@pytest.mark.slow
 def test_readme_bring_your_own_model_example_runs(tmp_path):
     """The README's GRU example, extracted and run as written (from Python), then through
     ``fit --model=gru_lm.GRULM`` with a smaller corpus and one epoch."""
@@ -260,12 +262,22 @@ def test_readme_bring_your_own_model_example_runs(tmp_path):
     section = readme.split("## Bring your own model", 1)[1].split("\n## ", 1)[0]
     code = next(b for b in re.findall(r"```python\n(.*?)```", section, re.S)
                 if b.startswith("# gru_lm.py"))
-    (tmp_path / "gru_lm.py").write_text(textwrap.dedent(code))
+    # trainer.test(ckpt_path="best") must restore the monitored best, not the last epoch
+    assert 'ModelCheckpoint(monitor="val/kl_per_string"' in code
+    check = textwrap.dedent("""
+        best_path = trainer.checkpoint_callback.best_model_path
+        assert trainer.checkpoint_callback.monitor == "val/kl_per_string", "no monitor"
+        assert trainer.ckpt_path == best_path, (trainer.ckpt_path, best_path)
+        print(f"best: {best_path}")
+    """)
+    code = textwrap.dedent(code) + textwrap.indent(check, "    ")
+    (tmp_path / "gru_lm.py").write_text(code)
     env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}", "OMP_NUM_THREADS": "1",
            "WANDB_MODE": "disabled", "CFL_LIGHTNING_CACHE": "none"}
     proc = subprocess.run([sys.executable, "gru_lm.py"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "best: " in proc.stdout
     path = Path(re.search(r"^results: (.+)$", proc.stdout, re.M).group(1))
     results = json.loads((tmp_path / path).read_text())
     assert results["model"] == "GRULM" and set(results["kl"]["state"]) == {
@@ -345,6 +357,7 @@ def test_cli_model_switch_without_num_symbols(tmp_path, capsys, monkeypatch):
     assert results["kl_total"] is not None and len(results["kl"]["state"]) == 4
 
 
+@pytest.mark.slow
 def test_readme_data_module_example_runs_quietly(tmp_path):
     """The README's PFADataModule example as written: it creates the a.json it reads, trains,
     and Lightning does not warn about a val_dataloader without validation_step."""

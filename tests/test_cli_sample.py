@@ -104,6 +104,7 @@ def test_invalid_automaton_file(tmp_path, capsys, mutation, match):
     assert not (tmp_path / "o.jsonl").exists()
 
 
+@pytest.mark.slow
 def test_whole_process_no_traceback_and_no_lightning(parity_file, tmp_path):
     """A real process: one-line error, and `sample` never imports lightning or wandb."""
     bad = subprocess.run(

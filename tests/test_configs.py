@@ -116,3 +116,22 @@ def test_sweep_trains_until_early_stopping(path):
 def test_epoch_cap_rule(value, ok):
     """Negative control for the rule the two tests above apply."""
     assert _uncapped(value) is ok
+
+
+@pytest.mark.parametrize("path", SWEEPS, ids=[p.stem for p in SWEEPS])
+def test_sweep_names_the_project_and_unsets_the_count_when_correlational(path):
+    """Every sweep logs to project cfl_lightning; a correlational sweep (intervention none) sets
+    data.count to "null" when its config sets a count (else every run is refused)."""
+    raw = yaml.safe_load(path.read_text())
+    assert raw.get("project") == "cfl_lightning", path.name
+    params = raw.get("parameters", {})
+    command = [str(c) for c in raw.get("command", [])]
+    config = yaml.safe_load((REPO / command[command.index("--config") + 1]).read_text())
+    if "none" in _sweep_values(params.get("data.intervention")) and config["data"].get("count"):
+        assert _sweep_values(params.get("data.count")) == ["null"], path.name
+
+
+def test_readme_explains_the_correlational_count():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### W&B sweeps", 1)[1].split("\n### ", 1)[0]
+    assert 'data.count:\n    value: "null"' in section

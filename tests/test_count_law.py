@@ -107,6 +107,7 @@ def test_on_device_split_law_by_position(device, k):
     assert chi_square_pvalue(observed, dict(enumerate(pmf)), runs) < ALPHA
 
 
+@pytest.mark.slow
 def test_split_far_above_natural_on_device(device):
     """Geometric counts (parity, eta = 1) given N = 100,000 over K = 3: uniform compositions."""
     pfsa = parity_starfree_pfsa(1.0)

@@ -142,3 +142,43 @@ def test_missing_dot_is_a_one_line_error(parity_file, tmp_path, capsys, monkeypa
     assert code == 2 and err.count("\n") == 1
     assert "`dot` program was not found" in err and "apt-get install graphviz" in err
     assert not (tmp_path / "x.png").exists()
+
+
+def test_large_automata_drop_edge_labels_and_use_a_force_layout():
+    """Above 12 states: sfdp and no edge labels (widths show weights); the paper's small
+    automaton keeps dot and its labels; both choices can be forced."""
+    data = random_pfsa(50, 10, 0, 0).to_dict()
+    source = draw.automaton_graph(data).source
+    assert "layout=sfdp" in source and "label=\"" not in source.split("->", 1)[1]
+    assert "penwidth=" in source and "__start__" not in source
+    assert 's_q0 [penwidth=3]' in source  # the initial state, in bold
+    forced = draw.automaton_graph(data, engine="dot", edge_labels="all").source
+    assert "layout=" not in forced and "a/" in forced and "__start__ -> s_q0" in forced
+    small = draw.automaton_graph(parity_starfree_pfsa(0.3).to_dict()).source
+    assert "layout=" not in small and 'label="a/0.3"' in small
+    assert "penwidth" not in draw.automaton_graph(
+        parity_starfree_pfsa(0.3).to_dict(), edge_labels="none").source.split("->", 1)[0]
+
+
+@needs_dot
+@pytest.mark.parametrize("states", [40, 50])
+def test_large_automaton_renders_to_a_reasonably_sized_png(tmp_path, capsys, states):
+    """Before: a 40-state automaton gave a 5,809 x 7,570 PNG with unreadable labels."""
+    import matplotlib.image
+
+    path = tmp_path / "a.json"
+    random_pfsa(states, 10, 1, 0).to_json(path)
+    out = tmp_path / "a.png"
+    code, err = run_main(["draw", str(path), "--output", str(out)], capsys)
+    assert code == 0, err
+    height, width = matplotlib.image.imread(out).shape[:2]
+    assert 400 < width <= 1600 and 400 < height <= 1600, (width, height)
+
+
+def test_draw_rejects_unknown_engine_and_labels(parity_file, tmp_path, capsys):
+    for flag in (["--engine", "twopi"], ["--edge-labels", "some"]):
+        code, err = run_main(["draw", str(parity_file), "--output", str(tmp_path / "x.png"),
+                              *flag], capsys)
+        assert code == 2 and flag[0] in err and err.count("\n") == 1
+    with pytest.raises(draw.CflError, match="engine"):
+        draw.automaton_graph(parity_file, engine="twopi")

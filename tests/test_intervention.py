@@ -98,6 +98,7 @@ def test_every_layer_uses_the_same_messages(tmp_path):
     assert str(a.value) == str(b.value)
 
 
+@pytest.mark.slow
 def test_root_import_stays_lightning_free():
     code = ("import sys, cfl_lightning; from cfl_lightning import Intervention, kl_to_automaton_loss;"
             " assert 'lightning' not in sys.modules and 'wandb' not in sys.modules")

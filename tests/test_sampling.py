@@ -137,6 +137,7 @@ def test_split_exact_joint_law_and_exchangeability(small):
     assert chi_square_pvalue(draws, uniform, runs) < ALPHA
 
 
+@pytest.mark.slow
 def test_split_uniform_compositions_far_tail():
     """Geometric counts given their sum are uniform over compositions, at N = 100,000.
 
@@ -192,6 +193,7 @@ def corpus_marginal_exact(strings, pmf, k, n):
     return {s: p * rest[n - c] / whole for s, (p, c) in strings.items() if c <= n}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method,runs", [("binning", 1000), ("rejection", 400)])
 def test_exact_corpus_law_by_position(small, method, runs):
     """End to end: hard constraint, string law at the first and the last position."""
@@ -215,6 +217,7 @@ def test_exact_corpus_law_by_position(small, method, runs):
     assert chi_square_pvalue(first, {s: p for s, (p, _) in strings.items()}, runs) < ALPHA
 
 
+@pytest.mark.slow
 def test_at_least_once_corpus_law(small):
     spec, k, m = "state:t", 5, 2
     fn, pmf = law_of(small, spec)
@@ -238,6 +241,7 @@ def test_at_least_once_corpus_law(small):
     assert chi_square_pvalue(first, wrong, runs) < ALPHA
 
 
+@pytest.mark.slow
 def test_at_least_total_law(small):
     spec, k, n = "symbol:a", 3, 6
     fn, pmf = law_of(small, spec)

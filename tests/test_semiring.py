@@ -76,6 +76,7 @@ def test_log_space_agrees_with_real(t):
     assert not torch.isnan(L.times(L.zero(), b.log())).any()  # -inf never gives NaN
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(triples())
 def test_star_is_the_unique_fixpoint(t):

@@ -128,7 +128,11 @@ def _sample_points(points, config, rng):
 
 
 @pytest.mark.parametrize(
-    "path", ALL_SWEEPS, ids=[str(p.relative_to(REPO / "sweeps")) for p in ALL_SWEEPS]
+    "path",
+    # the quick lane parses the reduced exact-count sweeps; the others are slow (1.5-4 s each)
+    [p if p.parent.name == "repro" and p.stem.endswith("causal_exact")
+     else pytest.param(p, marks=pytest.mark.slow) for p in ALL_SWEEPS],
+    ids=[str(p.relative_to(REPO / "sweeps")) for p in ALL_SWEEPS],
 )
 def test_sweep_points_parse_with_the_train_cli(path, train_parser, monkeypatch):
     from cfl_lightning.data import PFADataModule
@@ -334,6 +338,7 @@ def test_runner_limit_and_dry_run(tmp_path, capsys, monkeypatch):
     assert len(calls(tmp_path)) == 4
 
 
+@pytest.mark.slow
 def test_runner_interrupt_terminates_children(tmp_path):
     path = fake_sweep(tmp_path, values=(1, 3), extra="  sleep:\n    value: 60\n")
     env = dict(os.environ)
@@ -404,6 +409,7 @@ def test_bad_arguments_exit_2(tmp_path, capsys):
     assert code == 2 and "positive integer" in err
 
 
+@pytest.mark.slow
 def test_sweep_command_imports_no_lightning_or_wandb():
     code = (
         "import sys; from cfl_lightning.__main__ import main; "

@@ -95,6 +95,11 @@ def test_tiny_fit_writes_results_and_loadable_checkpoint(tmp_path, capsys):
     assert set(results["kl"]["state"]) == {"init", "odd", "even", "rep"}
     assert "EOS" in results["kl"]["symbol"] and "odd:EOS" in results["kl"]["transition"]
     assert results["kl_target"] == pytest.approx(results["kl"]["state"]["odd"])
+    # the summary line comes right before results: PATH
+    lines = out.strip().splitlines()
+    assert lines[-2] == (f"test: kl_total {results['kl_total']:.6g}  kl_target "
+                         f"{results['kl_target']:.6g} (state:odd)  (nats per string)")
+    assert results["expected_strings"] is not None and results["count_unit"] == "occurrences"
     assert results["log_dir"] == str(path.parent)
     assert (path.parent / "config.yaml").exists() and (path.parent / "metrics.csv").exists()
     metrics = (path.parent / "metrics.csv").read_text().splitlines()[0]

@@ -129,6 +129,7 @@ def test_bad_input_in_process(i, tmp_path, bad_files, capsys):
 SUBPROCESS = [0, 4, 7, 10, 15, 17]
 
 
+@pytest.mark.slow
 def test_bad_input_subprocess(tmp_path, bad_files):
     """The same through real processes: exit status, stderr and the file system as a user sees."""
     commands = [_command(i, bad_files, tmp_path) for i in SUBPROCESS]
@@ -139,6 +140,7 @@ def test_bad_input_subprocess(tmp_path, bad_files):
         "a_file", "corrupt.ckpt", "other.ckpt", "plain.ckpt"]  # nothing written beside inputs
 
 
+@pytest.mark.slow
 def test_fit_help_is_short_and_points_to_model_help():
     proc = subprocess.run([sys.executable, "-m", "cfl_lightning", "fit", "--help"], env=_env(),
                           capture_output=True, text=True, timeout=120)
@@ -148,6 +150,7 @@ def test_fit_help_is_short_and_points_to_model_help():
     assert "--model.help CLASS" in proc.stdout and "--data.intervention" in proc.stdout
 
 
+@pytest.mark.slow
 def test_good_run_output_and_test_without_new_version(tmp_path):
     """fit (W&B offline, stderr and stdout not terminals), then test --ckpt_path."""
     root = tmp_path / "run"
@@ -214,6 +217,7 @@ def _run_on_a_terminal(command: list[str], cwd: Path, env: dict[str, str]) -> tu
     return proc.wait(timeout=240), b"".join(chunks).decode("utf-8", "replace")
 
 
+@pytest.mark.slow
 def test_terminal_gets_lightnings_bar_with_the_shipped_config(tmp_path):
     """The shipped configs leave the bar to the CLI: on a terminal, Lightning's bar and no
     per-epoch lines (off a terminal, see test_good_run_output_and_test_without_new_version)."""

@@ -2,12 +2,16 @@
 
 * :mod:`cfl_lightning.analysis.sweeps`: W&B grid sweeps expanded with W&B's engine and run
   offline (``python -m cfl_lightning sweep``);
-* :mod:`cfl_lightning.analysis.aggregate`: read ``results.json`` files or W&B runs, keep the best
-  repeat, build causal and (binned) correlational curves with standard errors;
+* :mod:`cfl_lightning.analysis.records`: read runs from ``results.json`` files, W&B sweeps or
+  JSON Lines files (type-checked), and write compact JSON Lines;
+* :mod:`cfl_lightning.analysis.stats`: Student-t intervals of means over automata and of the
+  causal/correlational gap;
+* :mod:`cfl_lightning.analysis.aggregate`: keep the best repeat, build causal and (binned)
+  correlational curves with standard errors, 95% intervals and the gap;
 * :mod:`cfl_lightning.analysis.plot`: draw the curves (matplotlib);
 * :mod:`cfl_lightning.analysis.draw`: render an automaton (graphviz).
 
 The submodules import matplotlib, graphviz, the ``sweeps`` engine and wandb only when used.
 """
 
-__all__ = ["sweeps", "aggregate", "plot", "draw"]
+__all__ = ["sweeps", "records", "stats", "aggregate", "plot", "draw"]

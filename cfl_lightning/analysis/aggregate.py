@@ -1,17 +1,24 @@
-"""Gather ``results.json`` files (or W&B runs), keep the best repeat, and build the curves.
+"""Keep the best repeat, build the curves with their intervals, and the causal/correlational gap.
 
-The paper's recipe (section "Case Studies in Three Settings" and appendix "Error bars"):
+The paper's recipe (section "Case Studies in Three Settings" and appendix "Error bars"), with
+intervals over automata (:mod:`cfl_lightning.analysis.stats`):
 
 * per (automaton, architecture, intervention, target, count) keep the repeat with the lowest
   total KL (:func:`best_of_repeats`), so that training-run variance does not confound the
-  comparison;
+  comparison; the automaton (a weighting or a topology) is then the independent unit;
 * **causal** runs (``intervention != "none"``) are grouped by their requested count: one curve
-  point per count, mean +- one standard error over automata;
+  point per count, its mean over automata with the standard error and a 95% Student-t interval;
 * **correlational** runs (``intervention == "none"``) are placed at their *realized* count and
-  binned (:func:`bin_edges`); each bin gets its own mean and standard error.
+  binned (:func:`bin_edges`); each bin gets its own mean, standard error and interval, and its
+  median realized count (``x_median``, where log axes place it) beside the mean (``x``);
+* the **gap** at each causal point of count N: the causal mean over the mean of the
+  correlational runs (same target, architecture, corpus size and x axis) whose realized count
+  lies in [N/sqrt2, N*sqrt2], as a ratio, or as a difference for signed quantities, with a 95%
+  interval (:func:`~cfl_lightning.analysis.stats.gap_interval`, :func:`gap_kind`).
 
-An unconstrained run records every event's realized counts and decomposed KL
-(``occurrences``, ``kl``), so one correlational run serves every target
+Reading runs (results.json, W&B, JSON Lines) lives in :mod:`cfl_lightning.analysis.records`;
+its names are re-exported here. An unconstrained run records every event's realized counts and
+decomposed KL (``occurrences``, ``kl``), so one correlational run serves every target
 (:func:`expand_correlational`).
 
 Exact-count runs count total occurrences of the target; at-least-once runs count training
@@ -36,18 +43,26 @@ one -- the mark of an unvisited target -- is read as null.
 from __future__ import annotations
 
 import csv
-import json
 import math
 import os
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
-from pathlib import Path
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
 
-from cfl_lightning.errors import CflError
+from cfl_lightning.analysis.records import (
+    METRICS,
+    SETTINGS,
+    RunRecord,
+    known_contribution,
+    load_results,
+    load_wandb_sweep,
+    record_from_results,
+    record_from_wandb,
+)
+from cfl_lightning.analysis.stats import GAP_FACTOR, gap_interval, mean_sem, t_interval
 from cfl_lightning.io import atomic_open
 from cfl_lightning.sampling.intervention import COUNT_UNITS
 
@@ -72,64 +87,27 @@ __all__ = [
     "VisitSplit",
     "split_by_visits",
     "quantity_name",
+    "gap_kind",
     "aggregate",
     "write_table",
 ]
 
-METRICS = ("kl_target", "kl_target_unweighted", "kl_total")
 # the paper's per-state / per-transition / per-symbol contribution (unweighted)
 DEFAULT_METRIC = "kl_target_unweighted"
-# intervention -> setting; the setting fixes the meaning of x.
-SETTINGS = {
-    "exact": "causal_exact",
-    "at_least": "causal_at_least",
-    "at_least_once": "causal_at_least_once",
-    "none": "correlational",
-}
 # setting -> what x counts (the intervention's unit; the pure core's Intervention defines it)
 X_KIND = {**{SETTINGS[k]: unit for k, unit in COUNT_UNITS.items()}, "correlational_strings": "strings"}
 BINNINGS = ("quantile", "log", "linear")
-
-
-@dataclass(frozen=True)
-class RunRecord:
-    """The parts of one run's results that the analysis uses."""
-
-    source: str
-    model: str
-    intervention: str
-    event: str | None
-    count: int | None
-    realized_count: int | None
-    num_strings: int | None
-    automaton_id: str
-    kl_total: float | None
-    kl_target: float | None
-    kl_target_unweighted: float | None
-    realized_strings: int | None = None
-    seed: int | None = None
-    repeats: int = 1
-    # test positions at which the target is at stake (null: unknown, e.g. older results.json)
-    target_test_visits: int | None = None
-    # every event's (realized count, strings containing it) and (weighted, unweighted) KL, from
-    # ``occurrences`` / ``kl`` / ``kl_unweighted``: lets one unconstrained run serve all targets
-    occurrences: Mapping[str, tuple[int | None, int | None]] | None = field(
-        default=None, compare=False, repr=False
-    )
-    target_kl: Mapping[str, tuple[float | None, float | None]] | None = field(
-        default=None, compare=False, repr=False
-    )
-    # every event's test visits, from ``test_visits`` (``{spec: n}``), when the results hold it
-    test_visits: Mapping[str, int | None] | None = field(default=None, compare=False, repr=False)
-
-    @property
-    def setting(self) -> str:
-        return SETTINGS.get(self.intervention, f"causal_{self.intervention}")
+_NAN = math.nan
 
 
 @dataclass(frozen=True)
 class CurveRow:
-    """One plotted point: a count (causal) or a bin (correlational) of one curve."""
+    """One plotted point: a count (causal) or a bin (correlational) of one curve.
+
+    The first fifteen fields are the CSV's original columns, in order; the interval, the median
+    x and the gap columns follow them. Gap fields are empty (NaN / None) on correlational rows
+    and on causal rows without correlational runs near their count.
+    """
 
     target: str
     model: str
@@ -148,275 +126,17 @@ class CurveRow:
     # runs of this curve (all its points) left out: below --min-visits, and without a value
     excluded_min_visits: int = 0
     no_value: int = 0
-
-
-# --------------------------------------------------------------------------- parsing
-
-
-def _float(value: Any) -> float | None:
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        return None
-    return value if math.isfinite(value) else None
-
-
-def _int(value: Any) -> int | None:
-    if isinstance(value, str) and value.strip().lower() in ("", "null", "none"):
-        return None
-    value = _float(value)
-    return None if value is None else int(round(value))
-
-
-def _str(value: Any) -> str | None:
-    if value is None:
-        return None
-    text = str(value)
-    # "None" is how ``wandb agent`` writes a Python None; lower-case "none" is an intervention
-    return None if text.strip() in ("", "null", "None") else text
-
-
-def _model_name(value: Any) -> str | None:
-    if isinstance(value, Mapping):
-        value = value.get("class_path")
-    if not isinstance(value, str) or not value:
-        return None
-    return value.rsplit(".", 1)[-1]
-
-
-def record_from_results(data: Mapping[str, Any], source: str) -> RunRecord:
-    """A :class:`RunRecord` from a ``results.json`` dict.
-
-    Raises:
-        CflError: a required key (``model``, ``intervention``, ``automaton_id`` or
-            ``automaton``) is missing.
-    """
-    if not isinstance(data, Mapping):
-        raise CflError(f"{source}: not a JSON object")
-    model = _model_name(data.get("model"))
-    intervention = _str(data.get("intervention"))
-    ident = data.get("automaton_id")
-    if not ident and isinstance(data.get("automaton"), Mapping):
-        from cfl_lightning.results import automaton_id
-
-        ident = automaton_id(data["automaton"])
-    missing = [
-        k
-        for k, v in (("model", model), ("intervention", intervention), ("automaton_id", ident))
-        if not v
-    ]
-    if missing:
-        raise CflError(f"{source}: missing {', '.join(missing)}")
-    visits = _int(data.get("target_test_visits"))
-    weighted, unweighted = _known(
-        _float(data.get("kl_target")), _float(data.get("kl_target_unweighted")), visits
-    )
-    return RunRecord(
-        source=source,
-        model=model,
-        intervention=intervention,
-        event=_str(data.get("event")),
-        count=_int(data.get("count")),
-        realized_count=_int(data.get("realized_count")),
-        num_strings=_int(data.get("num_strings")),
-        automaton_id=str(ident),
-        kl_total=_float(data.get("kl_total")),
-        kl_target=weighted,
-        kl_target_unweighted=unweighted,
-        realized_strings=_int(data.get("realized_strings")),
-        seed=_int(data.get("seed")),
-        target_test_visits=visits,
-        occurrences=_occurrences(data.get("occurrences")),
-        target_kl=_target_kl(data.get("kl"), data.get("kl_unweighted")),
-        test_visits=_test_visits(data.get("test_visits")),
-    )
-
-
-def _known(
-    weighted: float | None, unweighted: float | None, visits: int | None = None
-) -> tuple[float | None, float | None]:
-    """The target's (weighted, unweighted) contribution, null where it is unknown.
-
-    Unknown: the test strings never visit the target (``visits == 0``), or -- in results written
-    before ``target_test_visits`` existed -- a weighted contribution of exactly 0.0 beside a null
-    unweighted one, which is how those scored an unvisited target.
-    """
-    if visits == 0 or (unweighted is None and weighted == 0.0):
-        return None, None
-    return weighted, unweighted
-
-
-def _test_visits(value: Any) -> dict[str, int | None] | None:
-    """``{spec: n}`` (or ``{kind: {name: n}}``) -> ``{spec: n}``."""
-    if not isinstance(value, Mapping):
-        return None
-    out: dict[str, int | None] = {}
-    for key, item in value.items():
-        if isinstance(item, Mapping):
-            out.update({f"{key}:{name}": _int(n) for name, n in item.items()})
-        else:
-            out[str(key)] = _int(item)
-    return out or None
-
-
-def _occurrences(value: Any) -> dict[str, tuple[int | None, int | None]] | None:
-    """``{"count": {spec: n}, "strings": {spec: m}}`` -> ``{spec: (n, m)}``."""
-    if not isinstance(value, Mapping):
-        return None
-    counts = value.get("count") if isinstance(value.get("count"), Mapping) else {}
-    strings = value.get("strings") if isinstance(value.get("strings"), Mapping) else {}
-    out = {str(k): (_int(counts.get(k)), _int(strings.get(k))) for k in {*counts, *strings}}
-    return out or None
-
-
-def _target_kl(
-    weighted: Any, unweighted: Any
-) -> dict[str, tuple[float | None, float | None]] | None:
-    """``{"state": {name: v}, ...}`` (weighted and unweighted) -> ``{"state:name": (w, u)}``."""
-    if not isinstance(weighted, Mapping):
-        return None
-    unweighted = unweighted if isinstance(unweighted, Mapping) else {}
-    out = {}
-    for kind, values in weighted.items():
-        if not isinstance(values, Mapping):
-            continue
-        other = unweighted.get(kind) if isinstance(unweighted.get(kind), Mapping) else {}
-        for name, value in values.items():
-            out[f"{kind}:{name}"] = _known(_float(value), _float(other.get(name)))
-    return out or None
-
-
-def _lookup(config: Mapping[str, Any], dotted: str) -> Any:
-    """``config["a.b"]`` (a sweep parameter) or ``config["a"]["b"]`` (nested hparams)."""
-    if dotted in config:
-        value = config[dotted]
-        return value.get("value") if isinstance(value, Mapping) and "value" in value else value
-    node: Any = config
-    for part in dotted.split("."):
-        if not isinstance(node, Mapping) or part not in node:
-            return None
-        node = node[part]
-    return node
-
-
-def record_from_wandb(
-    config: Mapping[str, Any], summary: Mapping[str, Any], source: str
-) -> RunRecord:
-    """A :class:`RunRecord` from a W&B run's config and summary.
-
-    The training CLI logs the data module's arguments under ``data`` (or the sweep sets
-    ``data.X``), the model class as ``model_class`` (or the sweep's ``model``), and
-    ``realized_count``/``automaton_id`` as config; the test metrics ``kl_total``, ``kl_target``
-    and ``kl_target_unweighted`` are in the summary.
-    """
-
-    def get(key: str) -> Any:
-        for where in (summary, config):
-            value = _lookup(where, key)
-            if value is not None:
-                return value
-        return None
-
-    model = _model_name(config.get("model_class")) or _model_name(_lookup(config, "model"))
-    ident = get("automaton_id")
-    if not ident:  # fall back to the automaton's generating arguments
-        keys = (
-            "automaton",
-            "generator",
-            "eta",
-            "num_states",
-            "num_symbols",
-            "topology_seed",
-            "weight_seed",
-        )
-        ident = "cfg:" + json.dumps([_lookup(config, f"data.{k}") for k in keys], default=str)
-    data = {
-        "model": model,
-        "intervention": _lookup(config, "data.intervention"),
-        "event": _lookup(config, "data.event"),
-        "count": _lookup(config, "data.count"),
-        "realized_count": get("realized_count"),
-        "realized_strings": get("realized_strings"),
-        "num_strings": _lookup(config, "data.num_strings"),
-        "automaton_id": ident,
-        "seed": _lookup(config, "seed_everything"),
-        "target_test_visits": get("target_test_visits"),
-    }
-    for metric in METRICS:
-        data[metric] = _lookup(summary, metric)
-        if data[metric] is None:
-            data[metric] = _lookup(summary, f"test/{metric}")
-    # per-event KL logged as kl/<kind>/<name> and kl_unweighted/<kind>/<name>
-    nested: dict[str, dict[str, dict[str, Any]]] = {"kl": {}, "kl_unweighted": {}}
-    for key, value in summary.items():
-        head, _, rest = str(key).partition("/")
-        if head in nested and "/" in rest:
-            kind, name = rest.split("/", 1)
-            nested[head].setdefault(kind, {})[name] = value
-    data["kl"], data["kl_unweighted"] = nested["kl"] or None, nested["kl_unweighted"] or None
-    data["occurrences"] = get("occurrences")
-    data["test_visits"] = get("test_visits")
-    return record_from_results(data, source)
-
-
-def load_results(directory: str | os.PathLike) -> tuple[list[RunRecord], list[str]]:
-    """Every ``results.json`` below ``directory``: the records and one problem line per skip."""
-    records, problems = [], []
-    for path in sorted(Path(directory).rglob("results.json")):
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            records.append(record_from_results(data, str(path)))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-            problems.append(f"{path}: {err}")
-        except CflError as err:
-            problems.append(str(err))
-    return records, problems
-
-
-def load_wandb_sweep(path: str, *, timeout: int = 30) -> tuple[list[RunRecord], list[str]]:
-    """The finished runs of the W&B sweep ``ENTITY/PROJECT/SWEEP_ID`` (public API).
-
-    Raises:
-        CflError: W&B is switched off (``WANDB_MODE`` offline/disabled), no API key is
-            configured, or the sweep cannot be read (one line).
-    """
-    from cfl_lightning.wandb_mode import has_wandb_credentials
-
-    mode = os.environ.get("WANDB_MODE", "").lower()
-    if mode in ("offline", "disabled", "dryrun"):
-        raise CflError(
-            f"cannot read W&B sweep {path}: WANDB_MODE={mode} (unset it to use the W&B API, "
-            "or pass the run directories)"
-        )
-    if not has_wandb_credentials():
-        raise CflError(
-            f"cannot read W&B sweep {path}: no W&B API key (run `wandb login` or set WANDB_API_KEY)"
-        )
-    try:
-        import wandb
-
-        api = wandb.Api(timeout=timeout)
-        runs = list(api.sweep(path).runs)
-    except Exception as err:  # network, auth, not found: all reported in one line
-        text = str(err).strip().splitlines()
-        raise CflError(
-            f"cannot read W&B sweep {path}: {type(err).__name__}: {text[0] if text else ''}"
-        ) from None
-    records, problems = [], []
-    for run in runs:
-        name = "/".join(str(p) for p in getattr(run, "path", [getattr(run, "id", "?")]))
-        state = getattr(run, "state", "finished")
-        if state != "finished":
-            problems.append(f"{name}: state {state}")
-            continue
-        try:
-            summary = dict(getattr(run, "summary", {}) or {})
-            records.append(record_from_wandb(dict(run.config), summary, name))
-        except CflError as err:
-            problems.append(str(err))
-    return records, problems
+    # 95% Student-t interval of the mean over automata (NaN for n < 2)
+    ci_low: float = _NAN
+    ci_high: float = _NAN
+    # the median x of the point's runs (a causal point: its count)
+    x_median: float = _NAN
+    # causal / correlational gap at this causal point (see the module docstring)
+    gap: float = _NAN
+    gap_ci_low: float = _NAN
+    gap_ci_high: float = _NAN
+    gap_n: int | None = None
+    gap_kind: str | None = None
 
 
 # --------------------------------------------------------------------------- statistics
@@ -459,7 +179,9 @@ def for_target(record: RunRecord, target: str) -> RunRecord | None:
     if record.event == target:
         visits = (record.test_visits or {}).get(target)
         if record.target_test_visits is None and visits is not None:
-            weighted, unweighted = _known(record.kl_target, record.kl_target_unweighted, visits)
+            weighted, unweighted = known_contribution(
+                record.kl_target, record.kl_target_unweighted, visits
+            )
             return replace(
                 record,
                 target_test_visits=visits,
@@ -473,7 +195,7 @@ def for_target(record: RunRecord, target: str) -> RunRecord | None:
         return None
     count, strings = record.occurrences[target]
     visits = (record.test_visits or {}).get(target)
-    weighted, unweighted = _known(*record.target_kl[target], visits)
+    weighted, unweighted = known_contribution(*record.target_kl[target], visits)
     return replace(
         record,
         event=target,
@@ -507,17 +229,6 @@ def expand_correlational(records: Iterable[RunRecord], targets: Sequence[str]) -
             if view is not None:
                 out.append(view)
     return out
-
-
-def mean_sem(values: Sequence[float]) -> tuple[float, float, int]:
-    """Mean, standard error of the mean (sample std / sqrt(n); NaN for n < 2) and n."""
-    arr = np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=float)
-    n = int(arr.size)
-    if n == 0:
-        return math.nan, math.nan, 0
-    mean = float(arr.mean())
-    sem = float(arr.std(ddof=1) / math.sqrt(n)) if n >= 2 else math.nan
-    return mean, sem, n
 
 
 def bin_edges(x: Sequence[float], bins: int, method: str = "quantile") -> np.ndarray:
@@ -611,6 +322,29 @@ def split_by_visits(records: Iterable[RunRecord], min_visits: int = 1) -> VisitS
     return VisitSplit(kept, dict(excluded), dict(unknown))
 
 
+_SIGNED_KINDS = ("transition", "symbol")  # single-symbol log ratios: negative values are valid
+
+
+def gap_kind(metric: str, target: str, values: Iterable[float | None] = ()) -> str:
+    """How the gap of ``target`` is measured: ``"ratio"`` or ``"difference"``.
+
+    A difference for signed quantities, where a ratio of means is meaningless: per-transition
+    and per-symbol contributions (``kl_target``, ``kl_target_unweighted``), and any target with
+    a value that is not positive among ``values`` (both arms, every architecture). A ratio for
+    KLs (per-state contributions, ``kl_total``) whose values are all positive.
+    """
+    if metric != "kl_total" and target.partition(":")[0] in _SIGNED_KINDS:
+        return "difference"
+    finite = [v for v in values if v is not None and math.isfinite(v)]
+    return "ratio" if all(v > 0 for v in finite) else "difference"
+
+
+def _near(pairs: Iterable[tuple[float, float]], count: float) -> list[float]:
+    """Values of the correlational runs whose x lies in [count/GAP_FACTOR, count*GAP_FACTOR]."""
+    low, high = count / GAP_FACTOR, count * GAP_FACTOR
+    return [value for x, value in pairs if low <= x <= high]
+
+
 def aggregate(
     records: Iterable[RunRecord],
     *,
@@ -619,6 +353,7 @@ def aggregate(
     binning: str = "quantile",
     targets: Sequence[str] | None = None,
     min_visits: int = 1,
+    edges: Sequence[float] | None = None,
 ) -> list[CurveRow]:
     """The curve points: causal per count, correlational per realized-count bin.
 
@@ -626,6 +361,12 @@ def aggregate(
     test strings visit fewer than ``min_visits`` times (:func:`split_by_visits`), runs without a
     finite ``metric`` (unknown, never 0) and correlational runs without a realized count are
     left out; each row says how many runs of its curve were left out for the first two reasons.
+    Every row gets a 95% interval of its mean; every causal row with correlational runs near
+    its count (same target, model, corpus size and x axis) gets the gap (module docstring).
+    With ``edges`` (increasing), correlational runs are binned on ``[E_i, E_{i+1})`` exactly
+    (e.g. the bins of a stratified design, :mod:`cfl_lightning.stratify`) and runs outside
+    ``[E_0, E_k)`` are left out of the correlational curves; otherwise ``bins`` bins are placed by
+    ``binning``.
     """
     if metric not in METRICS:
         raise ValueError(f"unknown metric {metric!r}; expected one of {METRICS}")
@@ -651,8 +392,10 @@ def aggregate(
         for r in usable
         if r.setting != "correlational" and X_KIND.get(r.setting, "occurrences") == "occurrences"
     }
+    values_of: dict[str, list[float]] = defaultdict(list)
     for r in usable:
         value = _metric(r, metric)
+        values_of[r.event].append(value)
         if r.setting == "correlational":
             on_occurrences = r.event in occurrence_events or r.event not in causal_events
             if r.realized_count is not None and on_occurrences:
@@ -665,9 +408,20 @@ def aggregate(
                 )
         elif r.count is not None:
             causal[(r.event, r.model, r.setting, r.num_strings, r.count)].append(value)
+    kinds = {event: gap_kind(metric, event, values) for event, values in values_of.items()}
 
-    def row(event, model, setting, k, x, lo, hi, stats) -> CurveRow:
+    def row(event, model, setting, k, x, lo, hi, values, x_median, gap=None) -> CurveRow:
         key = (event, model, "correlational" if setting.startswith("correlational") else setting, k)
+        low, high = t_interval(values)
+        gaps = {}
+        if gap is not None:
+            gaps = dict(
+                gap=gap.value,
+                gap_ci_low=gap.low,
+                gap_ci_high=gap.high,
+                gap_n=gap.n_corr,
+                gap_kind=gap.kind,
+            )
         return CurveRow(
             event,
             model,
@@ -677,28 +431,34 @@ def aggregate(
             x,
             lo,
             hi,
-            *stats,
+            *mean_sem(values),
             metric=metric,
             quantity=quantity_name(metric, event),
             excluded_min_visits=split.excluded.get(key, 0),
             no_value=missing.get(key, 0),
+            ci_low=low,
+            ci_high=high,
+            x_median=x_median,
+            **gaps,
         )
 
     rows = []
     for (event, model, setting, k, count), values in causal.items():
-        stats = mean_sem(values)
-        if stats[2]:
-            rows.append(row(event, model, setting, k, *(float(count),) * 3, stats))
+        axis = "correlational_strings" if X_KIND.get(setting) == "strings" else "correlational"
+        near = _near(corr.get((event, model, axis, k), ()), count)
+        gap = gap_interval(values, near, kinds[event]) if near else None
+        x = float(count)
+        rows.append(row(event, model, setting, k, x, x, x, values, x, gap))
     for (event, model, setting, k), pairs in corr.items():
         x = np.array([p[0] for p in pairs], dtype=float)
         y = np.array([p[1] for p in pairs], dtype=float)
-        edges = bin_edges(x, bins, binning)
-        index = _assign(x, edges)
-        for b in range(len(edges) - 1):
-            members = index == b
+        bounds = bin_edges(x, bins, binning) if edges is None else np.asarray(edges, float)
+        index = _assign(x, bounds)
+        inside = (x >= bounds[0]) & (x < bounds[-1]) if edges is not None else True
+        for b in range(len(bounds) - 1):
+            members = (index == b) & inside
             if not members.any():
                 continue
-            stats = mean_sem(y[members].tolist())
             rows.append(
                 row(
                     event,
@@ -706,9 +466,10 @@ def aggregate(
                     setting,
                     k,
                     float(x[members].mean()),
-                    float(edges[b]),
-                    float(edges[b + 1]),
-                    stats,
+                    float(bounds[b]),
+                    float(bounds[b + 1]),
+                    y[members].tolist(),
+                    float(np.median(x[members])),
                 )
             )
     rows.sort(key=lambda r: (r.target, r.model, r.setting, r.num_strings or 0, r.x))

@@ -4,6 +4,14 @@ States are circles; accepting states (final weight > 0) are double circles label
 ``name/final``; the initial state has an incoming arrow from nowhere; each edge is labelled
 ``symbol/weight`` (transitions between the same two states share one edge, one label line per
 symbol). Needs the ``graphviz`` Python package and graphviz's ``dot`` program.
+
+Large automata stay readable (``engine="auto"``, ``edge_labels="auto"``): above
+:data:`LARGE_STATES` states the layout is ``sfdp`` (force-directed; ``dot``'s layered layout of
+a 40-state automaton was a 5,809 x 7,570 pixel picture and took half a minute), above
+:data:`MAX_LABELED_EDGES` edges the edge labels are left out (an edge's width then grows with
+its largest weight), the initial state is drawn with a bold outline instead of an arrow from
+nowhere, and every drawing is scaled down to fit :data:`MAX_INCHES` (at graphviz's 96 dpi:
+about 1,536 x 1,152 pixels). Small automata are drawn as before.
 """
 
 from __future__ import annotations
@@ -19,9 +27,20 @@ from typing import Any
 from cfl_lightning.errors import CflError
 from cfl_lightning.io import atomic_open, atomic_write_text, check_output, read_text
 
-__all__ = ["DotNotFoundError", "format_weight", "automaton_graph", "render_automaton", "FORMATS"]
+__all__ = [
+    "DotNotFoundError", "format_weight", "automaton_graph", "render_automaton", "FORMATS",
+    "ENGINES", "EDGE_LABELS", "LARGE_STATES", "MAX_LABELED_EDGES", "MAX_INCHES",
+]
 
 FORMATS = ("png", "svg", "pdf")
+#: graphviz layout programs (``auto``: ``dot`` up to :data:`LARGE_STATES` states, else ``sfdp``)
+ENGINES = ("auto", "dot", "neato", "sfdp", "fdp", "circo")
+#: edge labels: ``auto`` (up to :data:`MAX_LABELED_EDGES` edges), ``all`` or ``none``
+EDGE_LABELS = ("auto", "all", "none")
+LARGE_STATES = 12
+MAX_LABELED_EDGES = 40
+#: the largest drawing, in inches (width, height); larger layouts are scaled down to fit
+MAX_INCHES = (16, 12)
 INSTALL_HINT = (
     "graphviz's `dot` program was not found on PATH; install it with "
     "`apt-get install graphviz` (Debian/Ubuntu), `brew install graphviz` (macOS) "
@@ -85,12 +104,30 @@ def automaton_graph(
     digits: int = 2,
     rankdir: str = "LR",
     title: str | None = None,
+    engine: str = "auto",
+    edge_labels: str = "auto",
 ) -> Any:
     """A ``graphviz.Digraph`` of the automaton (an automaton JSON path, results.json or dict).
 
     Node ids are ``s_<state>`` (state names never contain ``:``, which graphviz would read as a
     port: :meth:`PFSA.validate` rejects it); labels are plain text, never HTML-like.
+
+    Args:
+        source: the automaton.
+        digits: decimals of the weights.
+        rankdir: ``LR`` or ``TB`` (``dot`` only).
+        title: a caption above the drawing.
+        engine: one of :data:`ENGINES` (see the module docstring for ``auto``).
+        edge_labels: one of :data:`EDGE_LABELS`; without labels an edge's pen width grows
+            with its largest weight.
+
+    Raises:
+        CflError: an unknown engine or edge-label choice, or a bad automaton.
     """
+    if engine not in ENGINES:
+        raise CflError(f"unknown engine {engine!r}; use one of {', '.join(ENGINES)}")
+    if edge_labels not in EDGE_LABELS:
+        raise CflError(f"unknown edge_labels {edge_labels!r}; use one of {', '.join(EDGE_LABELS)}")
     try:
         import graphviz
     except ImportError:
@@ -99,15 +136,22 @@ def automaton_graph(
 
     data = _load(source)
     final = {k: float(v) for k, v in (data.get("final") or {}).items()}
-    graph = graphviz.Digraph("automaton")
-    graph.attr(rankdir=rankdir, nodesep="0.45", ranksep="0.7", margin="0.1")
+    large = len(data["states"]) > LARGE_STATES
+    if engine == "auto":
+        engine = "sfdp" if large else "dot"
+    graph = graphviz.Digraph("automaton", engine=engine)
+    graph.attr(rankdir=rankdir, nodesep="0.45", ranksep="0.7", margin="0.1",
+               size=f"{MAX_INCHES[0]},{MAX_INCHES[1]}")
+    if engine != "dot":  # named in the source too, so that `dot -Tpng` of a .dot file agrees
+        graph.attr(layout=engine, overlap="prism", sep="+6")
     graph.attr(
         "node", shape="circle", fontname="Helvetica", fontsize="12", width="0.55", fixedsize="false"
     )
     graph.attr("edge", fontname="Helvetica", fontsize="10", arrowsize="0.7")
     if title:
         graph.attr(label=nohtml(title), labelloc="t", fontname="Helvetica", fontsize="14")
-    graph.node("__start__", label="", shape="none", width="0", height="0")
+    if engine == "dot":
+        graph.node("__start__", label="", shape="none", width="0", height="0")
     for state in data["states"]:
         weight = final.get(state, 0.0)
         if weight > 0:
@@ -118,17 +162,27 @@ def automaton_graph(
             )
         else:
             graph.node(_id(state), label=nohtml(state))
-    graph.edge("__start__", _id(data["initial"]))
+    if engine == "dot":
+        graph.edge("__start__", _id(data["initial"]))
+    else:  # force-directed layouts put the arrow's invisible tail anywhere: a bold outline
+        graph.node(_id(data["initial"]), penwidth="3")
     labels: dict[tuple[str, str], list[str]] = defaultdict(list)
+    heaviest: dict[tuple[str, str], float] = defaultdict(float)
     zero: set[tuple[str, str]] = set()
     for arc in data["transitions"]:
         key = (arc["source"], arc["target"])
         labels[key].append(f"{arc['symbol']}/{format_weight(arc['weight'], digits)}")
+        heaviest[key] = max(heaviest[key], float(arc["weight"]))
         if float(arc["weight"]) == 0:
             zero.add(key)
+    labeled = edge_labels == "all" or (edge_labels == "auto" and len(labels) <= MAX_LABELED_EDGES)
     for (src, dst), lines in labels.items():
         style = "dashed" if (src, dst) in zero and len(lines) == 1 else "solid"
-        graph.edge(_id(src), _id(dst), label=nohtml("\n".join(lines)), style=style)
+        if labeled:
+            graph.edge(_id(src), _id(dst), label=nohtml("\n".join(lines)), style=style)
+        else:
+            width = f"{0.5 + 2.5 * heaviest[(src, dst)]:.2f}"
+            graph.edge(_id(src), _id(dst), style=style, penwidth=width)
     return graph
 
 
@@ -144,8 +198,12 @@ def render_automaton(
     digits: int = 2,
     rankdir: str = "LR",
     title: str | None = None,
+    engine: str = "auto",
+    edge_labels: str = "auto",
 ) -> Path:
     """Render the automaton to ``output`` (atomically); the format defaults to its extension.
+
+    ``engine`` and ``edge_labels``: see :func:`automaton_graph`.
 
     When graphviz's ``dot`` is missing, the graph's source is written to ``output`` with the
     suffix ``.dot`` instead (render it later with ``dot -T<fmt>``), and
@@ -162,12 +220,15 @@ def render_automaton(
         raise CflError(f"unsupported format {fmt!r} for {output}; use one of {', '.join(FORMATS)}")
     inputs = [] if isinstance(source, Mapping) else [source]
     check_output(output, inputs)
-    graph = automaton_graph(source, digits=digits, rankdir=rankdir, title=title)
+    graph = automaton_graph(
+        source, digits=digits, rankdir=rankdir, title=title, engine=engine,
+        edge_labels=edge_labels,
+    )
     import graphviz
 
     try:
-        if shutil.which("dot") is None:
-            raise graphviz.ExecutableNotFound(["dot"])
+        if shutil.which(graph.engine) is None:
+            raise graphviz.ExecutableNotFound([graph.engine])
         data = graph.pipe(format=fmt)
     except graphviz.ExecutableNotFound:
         dot_path = output.with_suffix(".dot")

@@ -1,8 +1,16 @@
 """Causal vs correlational learnability curves (matplotlib, Agg canvas, no pyplot state).
 
 One panel per target (and per x axis: occurrences or strings containing the target), one colour
-per architecture, causal curves solid with markers, correlational curves dotted, shaded bands of
-one standard error -- the layout of the paper's Figures 2, 4 and 5.
+per architecture, causal curves solid, correlational curves dotted -- the layout of the paper's
+Figures 2, 4 and 5 -- with what a reader needs to judge them:
+
+* each point's 95% interval over automata (``ci_low``/``ci_high``) as a vertical bar and a light
+  band, not +-1 SE; its ``n`` as a small number beside it, and a hollow marker where n < 3;
+* correlational bins with their x extent (``x_min``..``x_max``) as a horizontal bar, placed at
+  their median x on log x axes (``x_median``) and at their mean x on linear ones;
+* on log x axes, ticks labelled at the causal counts;
+* a legend note on these conventions, and on the correlational runs drawn in both rows (by
+  occurrences and by strings containing the target) when a figure has both.
 
 The y axis of each panel is chosen from its values (:func:`y_scale`): logarithmic when every
 mean is positive, as in the paper; per-transition and per-symbol contributions are single-symbol
@@ -39,7 +47,7 @@ FORMATS = ("png", "pdf", "svg")
 # generic axis labels; :func:`metric_label` names the target's kind (state, transition, symbol)
 METRIC_LABELS = {
     "kl_target": "p_π-weighted contribution of the target (nats/string)",
-    "kl_target_unweighted": "contribution of the target (nats)",
+    "kl_target_unweighted": "contribution of the target (nats per visit)",
     "kl_total": "total KL (nats/string)",
 }
 _DECADES_LINEAR = 2.0  # signed values spanning at most this many decades get a linear axis
@@ -55,12 +63,18 @@ X_LABELS = {
     "strings": "training strings containing the target",
 }
 _STYLE = {  # setting -> (linestyle, marker, band alpha)
-    "causal_exact": ("-", "o", 0.20),
-    "causal_at_least": ("-", "s", 0.20),
-    "causal_at_least_once": ("-", "^", 0.20),
-    "correlational": (":", ".", 0.10),
-    "correlational_strings": (":", ".", 0.10),
+    "causal_exact": ("-", "o", 0.15),
+    "causal_at_least": ("-", "s", 0.15),
+    "causal_at_least_once": ("-", "^", 0.15),
+    "correlational": (":", "D", 0.0),  # bins: bars only (their x extent is drawn too)
+    "correlational_strings": (":", "D", 0.0),
 }
+HOLLOW_BELOW = 3  # points resting on fewer automata get hollow markers
+NOTE = "bars and bands: 95% intervals over automata; numbers: n; hollow markers: n < 3"
+BOTH_ROWS_NOTE = (
+    "the same correlational runs appear in both rows: by occurrences, and by strings containing "
+    "the target"
+)
 _SETTING_ORDER = list(_STYLE)
 _MODEL_COLORS = {"LSTMLanguageModel": "C0", "TransformerLanguageModel": "C3"}
 _X_ORDER = {"occurrences": 0, "strings": 1}
@@ -83,14 +97,15 @@ def target_title(event: str) -> str:
 def metric_label(metric: str, target: str | None = None) -> str:
     """The y axis label: the paper's name of the quantity, with its unit.
 
-    ``kl_target_unweighted`` of ``state:q`` -> ``per-state contribution (nats)``; ``kl_target``
+    ``kl_target_unweighted`` of ``state:q`` -> ``per-state contribution (nats per visit)``: an
+    average over the test positions at which the target is at stake; ``kl_target``
     -> ``p_π(q) × per-state contribution (nats/string)``.
     """
     if metric not in ("kl_target", "kl_target_unweighted") or not target:
         return METRIC_LABELS.get(metric, metric)
     name = quantity_name("kl_target_unweighted", target)
     if metric == "kl_target_unweighted":
-        return f"{name} (nats)"
+        return f"{name} (nats per visit)"
     weight = {"state": "p_π(q)", "transition": "p_π(q,s)", "symbol": "p_π(s)"}.get(
         target.partition(":")[0], "p_π"
     )
@@ -171,7 +186,11 @@ def plot_curves(
     legend_cols = max(1, min(len(models), 4))
     width = max(3.9 * ncols, 3.0 * legend_cols)
     fig = Figure(
-        figsize=(width, 3.2 * nrows + 0.35 + 0.22 * _legend_rows(rows, models)),
+        figsize=(
+            width,
+            3.2 * nrows + 0.35 + 0.22 * _legend_rows(rows, models)
+            + 0.16 * (1 + correlational_in_both_rows(rows)),
+        ),
         layout="constrained",
     )
     FigureCanvasAgg(fig)
@@ -188,37 +207,16 @@ def plot_curves(
             sizes[setting].add(k)
         means = np.array([r.mean for c in curves.values() for r in c], dtype=float)
         scale, linthresh = y_scale(means.tolist())
-        floor = None
-        if scale == "log":
-            lows = np.array([r.mean - r.sem for c in curves.values() for r in c], dtype=float)
-            candidates = np.concatenate([means, lows])
-            candidates = candidates[np.isfinite(candidates) & (candidates > 0)]
-            floor = float(candidates.min()) * 0.8
+        floor = _log_floor(curves.values()) if scale == "log" else None
         for (model, setting, k), points in sorted(curves.items(), key=_curve_order(models)):
             points.sort(key=lambda r: r.x)
-            x = np.array([r.x for r in points])
-            y = np.array([r.mean for r in points])
-            sem = np.nan_to_num(np.array([r.sem for r in points]), nan=0.0)
-            style, marker, alpha = _STYLE.get(setting, ("--", "x", 0.15))
             color = _color(model, models)
             label = f"{model_label(model)}, {SETTING_LABELS.get(setting, setting)}"
             if len(sizes[setting]) > 1 and k is not None:
                 label += f", {k} strings"
-            (line,) = ax.plot(
-                x,
-                y,
-                linestyle=style,
-                marker=marker,
-                color=color,
-                label=label,
-                markersize=4 if marker != "." else 6,
-                linewidth=1.6,
-            )
-            # on a log axis a band reaching zero or below is drawn down to the panel's floor
-            lower = y - sem if floor is None else np.where(y - sem > 0, y - sem, floor)
-            ax.fill_between(x, lower, y + sem, color=color, alpha=alpha, linewidth=0)
+            handle = _draw_curve(ax, points, setting, color, floor, logx)
             order = _SETTING_ORDER.index(setting) if setting in _SETTING_ORDER else 99
-            handles.setdefault((models.index(model), order, k or 0, label), (label, line))
+            handles.setdefault((models.index(model), order, k or 0, label), (label, handle))
         suffix = " (strings containing it)" if x_kind == "strings" else ""
         ax.set_title(target_title(target) + suffix, fontsize=11)
         ax.set_xlabel(X_LABELS.get(x_kind, x_kind), fontsize=9)
@@ -228,6 +226,8 @@ def plot_curves(
             ax.set_ylabel(ylabel, fontsize=9)
         if scale == "log":
             _log_y(ax)
+            if floor is not None:
+                ax.set_ylim(bottom=floor)
         else:
             if scale == "symlog":
                 ax.set_yscale("symlog", linthresh=linthresh)
@@ -244,14 +244,15 @@ def plot_curves(
                 color="0.4",
             )
         if logx:
-            xs = np.array([r.x for c in curves.values() for r in c], dtype=float)
+            xs = np.array([_x_position(r, True) for c in curves.values() for r in c], dtype=float)
             if xs.size and np.nanmin(xs) > 0:
-                _log_x(ax)
+                counts = sorted({r.x for c in curves.values() for r in c if _is_causal(r)})
+                _log_x(ax, counts)
             else:  # a zero count: linear up to 1, logarithmic beyond, nothing below 0
                 ax.set_xscale("symlog", linthresh=1.0)
                 ax.set_xlim(left=0)
         ax.grid(True, which="major", alpha=0.3)
-        ax.tick_params(which="both", labelsize=8)
+        ax.tick_params(which="both", labelsize=_TICK_FONT)
     for row in range(nrows):
         for col in range(ncols):
             if (row, col) not in slots:
@@ -267,11 +268,121 @@ def plot_curves(
         ncol=legend_cols,
         fontsize=9,
         frameon=False,
+        title="\n".join([NOTE] + ([BOTH_ROWS_NOTE] if correlational_in_both_rows(rows) else [])),
+        title_fontsize=8,
     )
     if title:
         fig.suptitle(title, fontsize=12)
     _save(fig, path, fmt, dpi)
     return path
+
+
+_FLOOR_DECADES = 1.0  # a log y axis reaches at most this far below the panel's smallest mean
+
+
+def _log_floor(curves: object) -> float | None:
+    """The bottom of a log y panel: just below its smallest positive mean and interval end, but
+    at most ``_FLOOR_DECADES`` below the smallest positive mean. Intervals reaching lower (or to
+    zero and below) are drawn down to it, the panel's bottom edge."""
+    means = np.array([r.mean for c in curves for r in c], dtype=float)
+    lows = np.array([r.ci_low for c in curves for r in c], dtype=float)
+    means = means[np.isfinite(means) & (means > 0)]
+    lows = lows[np.isfinite(lows) & (lows > 0)]
+    if not means.size:
+        return None
+    lowest = float(min(means.min(), lows.min() if lows.size else math.inf))
+    return max(lowest, float(means.min()) * 10.0**-_FLOOR_DECADES) * 0.8
+
+
+def _is_causal(row: CurveRow) -> bool:
+    return not row.setting.startswith("correlational")
+
+
+def _x_position(row: CurveRow, logx: bool) -> float:
+    """Where a point is drawn: a correlational bin at its median x on a log axis (when known),
+    else at its mean x; a causal point at its count."""
+    if logx and not _is_causal(row) and math.isfinite(row.x_median):
+        return row.x_median
+    return row.x
+
+
+def correlational_in_both_rows(rows: Sequence[CurveRow]) -> bool:
+    """Whether the same correlational runs are drawn twice: for one target and architecture,
+    by occurrences (``correlational``) and by strings containing it (``correlational_strings``)."""
+    settings = defaultdict(set)
+    for r in rows:
+        settings[(r.target, r.model, r.num_strings)].add(r.setting)
+    return any({"correlational", "correlational_strings"} <= s for s in settings.values())
+
+
+def _draw_curve(
+    ax: object,
+    points: Sequence[CurveRow],
+    setting: str,
+    color: str,
+    floor: float | None,
+    logx: bool,
+) -> object:
+    """One curve: line, 95% interval (bars and a band), markers (hollow where n < 3), n labels,
+    and a correlational bin's x extent. Returns the legend handle."""
+    from matplotlib.lines import Line2D
+
+    style, marker, alpha = _STYLE.get(setting, ("--", "x", 0.10))
+    x = np.array([_x_position(r, logx) for r in points], dtype=float)
+    y = np.array([r.mean for r in points], dtype=float)
+    low = np.array([r.ci_low for r in points], dtype=float)
+    high = np.array([r.ci_high for r in points], dtype=float)
+    n = np.array([r.n for r in points])
+    if floor is not None:  # on a log axis an interval reaching zero or below ends at the floor
+        low = np.where(low > 0, low, floor)
+    ax.plot(x, y, linestyle=style, color=color, linewidth=1.6)
+    if alpha:
+        ax.fill_between(x, low, high, color=color, alpha=alpha, linewidth=0)
+    has = np.isfinite(low) & np.isfinite(high) & np.isfinite(y)
+    if has.any():
+        ax.errorbar(
+            x[has],
+            y[has],
+            yerr=[y[has] - low[has], high[has] - y[has]],
+            fmt="none",
+            ecolor=color,
+            elinewidth=0.9,
+            capsize=2,
+            alpha=0.8,
+        )
+    if not _is_causal(points[0]):
+        lo = np.array([r.x_min for r in points], dtype=float)
+        hi = np.array([r.x_max for r in points], dtype=float)
+        ax.errorbar(
+            x,
+            y,
+            xerr=[np.clip(x - lo, 0, None), np.clip(hi - x, 0, None)],
+            fmt="none",
+            ecolor=color,
+            elinewidth=0.8,
+            capsize=2,
+            alpha=0.5,
+        )
+    size = 4.5 if marker != "D" else 3.5
+    solid = n >= HOLLOW_BELOW
+    ax.plot(x[solid], y[solid], linestyle="none", marker=marker, color=color, markersize=size)
+    ax.plot(
+        x[~solid],
+        y[~solid],
+        linestyle="none",
+        marker=marker,
+        markersize=size,
+        markerfacecolor="white",
+        markeredgecolor=color,
+    )
+    offset = (3, 3) if _is_causal(points[0]) else (3, -8)
+    for xi, yi, ni in zip(x, y, n):
+        if math.isfinite(xi) and math.isfinite(yi):
+            ax.annotate(
+                str(ni), (xi, yi), xytext=offset, textcoords="offset points", fontsize=6,
+                color=color,
+            )
+    return Line2D([], [], linestyle=style, marker=marker, color=color, markersize=size)
 
 
 def _layout(groups: Sequence[Sequence[tuple]], ncols: int) -> list[tuple[int, int, tuple]]:
@@ -320,26 +431,61 @@ def _count_label(x: float) -> str:
     return f"{x:,.0f}" if x >= 1 and float(x).is_integer() else f"{x:g}"
 
 
-def _log_x(ax: object) -> None:
-    """Log x axis labelled in plain counts: every decade, plus 2x and 5x ticks in between.
+_TICK_FONT = 8  # tick label size (points)
 
-    Matplotlib's default labels every minor tick of a panel that spans about a decade in
-    scientific notation (``2x10^3 3x10^3 4x10^3``), which overlap; here a minor tick is labelled
-    only at 2 and 5 times a power of ten, and only on a panel spanning at most two decades.
+
+def _log_x(ax: object, counts: Sequence[float] = ()) -> None:
+    """Log x axis labelled in plain counts: the causal ``counts``, every decade, and 2x and 5x
+    ticks in between.
+
+    The causal counts are major ticks (besides the decades), so a reader sees where the causal
+    points sit. Matplotlib's default labels every minor tick of a panel that spans about a
+    decade in scientific notation (``2x10^3 3x10^3 4x10^3``), which overlap; here a minor tick
+    is labelled only at 2 and 5 times a power of ten, only on a panel spanning at most two
+    decades, and no decade or minor label is drawn where it would overlap a count's label
+    (label widths estimated from their length at the tick font size).
     """
-    from matplotlib.ticker import FuncFormatter
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    counts = sorted({float(c) for c in counts if c > 0})
+
+    class WithCounts(LogLocator):
+        """The decades plus the causal counts."""
+
+        def tick_values(self, vmin: float, vmax: float) -> np.ndarray:
+            return np.union1d(super().tick_values(vmin, vmax), counts)
+
+    def crowds(x: float) -> bool:
+        """Whether ``x``'s label would overlap a causal count's label (and is not one)."""
+        low, high = ax.get_xlim()
+        if low <= 0 or high <= low:
+            return False
+        pixels_per_decade = ax.bbox.width / math.log10(high / low)
+        point = ax.figure.dpi / 72.0
+        char = 0.6 * _TICK_FONT * point  # an average digit's width
+        for c in counts:
+            apart = abs(math.log10(x / c)) * pixels_per_decade
+            need = (len(_count_label(x)) + len(_count_label(c))) / 2 * char + 3 * point
+            if 0 < apart < need:
+                return True
+        return False
 
     def major(x: float, pos: int | None = None) -> str:
-        return _count_label(x) if x > 0 else ""
+        if x <= 0 or (x not in counts and crowds(x)):
+            return ""
+        return _count_label(x)
 
     def minor(x: float, pos: int | None = None) -> str:
         low, high = ax.get_xlim()
         if x <= 0 or low <= 0 or math.log10(high / low) > 2.0:
             return ""
+        if any(math.isclose(x, c) for c in counts) or crowds(x):
+            return ""
         lead = x / 10.0 ** math.floor(math.log10(x) + 1e-9)
         return _count_label(x) if round(lead, 6) in (2.0, 5.0) else ""
 
     ax.set_xscale("log")
+    ax.xaxis.set_major_locator(WithCounts(base=10.0))
     ax.xaxis.set_major_formatter(FuncFormatter(major))
     ax.xaxis.set_minor_formatter(FuncFormatter(minor))
 

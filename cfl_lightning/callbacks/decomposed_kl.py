@@ -4,8 +4,11 @@ Prediction protocol: for every validation/test batch the callback calls
 ``pl_module.next_symbol_logits(batch)`` if the module defines it, else
 ``pl_module(batch["input_ids"])``, in eval mode and under ``no_grad``. The result is a
 ``[B, T, |S|+1]`` tensor of logits or log-probabilities, EOS last; it is normalized with
-``log_softmax``. Lightning runs the validation/test loops only for a module that defines
-``validation_step`` / ``test_step``: they may do nothing.
+``log_softmax``, after the checks of :func:`~cfl_lightning.losses.check_scores` (integer
+dtypes, NaN and ``+inf`` are errors naming the stage, epoch and step; probabilities given
+instead of logits warn once). Lightning runs the validation/test loops only for a module that
+defines ``validation_step`` / ``test_step``: they may do nothing (without ``validation_step``
+the callback warns when fitting starts: nothing is validated, so nothing is monitored).
 """
 
 from __future__ import annotations
@@ -15,12 +18,16 @@ from typing import Any
 
 import lightning.pytorch as pl
 import torch
+from lightning.pytorch.utilities.model_helpers import is_overridden
 from torch import Tensor
 
 from cfl_lightning.automata import PFSA, Event
 from cfl_lightning.data import PFADataModule
+from cfl_lightning.errors import CflError
 from cfl_lightning.losses import as_log_probs
-from cfl_lightning.metrics import DecomposedKL, EpochLoss, kl_log_dict, target_values
+from cfl_lightning.metrics import (
+    EPOCH_LOSS_NAMES, DecomposedKL, EpochLoss, kl_log_dict, target_values,
+)
 from cfl_lightning.metrics.state_visits import StateVisits
 from cfl_lightning.sampling.visits import target_visits
 
@@ -31,13 +38,22 @@ MONITOR = "val/kl_per_string"
 _STAGES = ("val", "test")
 
 
-def predict_log_probs(pl_module: pl.LightningModule, batch: dict[str, Tensor]) -> Tensor:
+def predict_log_probs(
+    pl_module: pl.LightningModule, batch: dict[str, Tensor], *, where: str = ""
+) -> Tensor:
     """The module's next-symbol log-probabilities ``[B, T, |S|+1]`` on ``batch`` (protocol above).
 
     Runs in eval mode and under ``no_grad`` (the module's mode is restored afterwards).
 
+    Args:
+        pl_module: any module following the prediction protocol.
+        batch: a :class:`~cfl_lightning.PFADataModule` batch.
+        where: appended to the prediction's name in messages (e.g. ``" (validation, epoch 3,
+            step 120)"``).
+
     Raises:
-        CflError: the prediction does not have the batch's ``[B, T, |S|+1]`` shape.
+        CflError: the prediction does not have the batch's ``[B, T, |S|+1]`` shape, or fails
+            :func:`~cfl_lightning.losses.check_scores` (integer dtype, NaN, ``+inf``).
     """
     method = getattr(pl_module, "next_symbol_logits", None)
     was_training = pl_module.training
@@ -49,7 +65,7 @@ def predict_log_probs(pl_module: pl.LightningModule, batch: dict[str, Tensor]) -
         pl_module.train(was_training)
     name = type(pl_module).__name__
     source = f"{name}.next_symbol_logits(batch)" if callable(method) else f"{name}(input_ids)"
-    return as_log_probs(scores, batch, source=source)
+    return as_log_probs(scores, batch, source=source + where)
 
 
 class DecomposedKLCallback(pl.Callback):
@@ -101,18 +117,53 @@ class DecomposedKLCallback(pl.Callback):
         #: the flat values logged at the end of the last test run
         self.test_metrics: dict[str, float] = {}
 
+    def validation_metrics(self, event: Event | None | bool = None) -> tuple[str, ...]:
+        """The names this callback logs after every validation (what early stopping,
+        checkpointing and LR schedules may monitor).
+
+        Args:
+            event: whether ``val/kl_target`` is logged too (an event, or True); default the
+                event given to the constructor.
+        """
+        event = self._event_arg if event is None else event
+        names = tuple(f"val/{name}" for name in EPOCH_LOSS_NAMES) + ("val/kl_total",)
+        return names + (("val/kl_target",) if event else ())
+
     # ------------------------------------------------------------------ set-up
-    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
-        """Resolve the automaton and the event (arguments first, then the data module)."""
-        datamodule = trainer.datamodule if isinstance(trainer.datamodule, PFADataModule) else None
+    def resolve(self, datamodule: Any) -> tuple[PFSA | None, Event | None]:
+        """The automaton and event this callback evaluates with ``datamodule``: its own
+        arguments first, then a :class:`~cfl_lightning.PFADataModule`'s (anything else: none).
+
+        Raises:
+            CflError: an event without an automaton, or an event naming an unknown state or
+                symbol of the automaton.
+        """
+        datamodule = datamodule if isinstance(datamodule, PFADataModule) else None
         pfsa = self._pfsa_arg if self._pfsa_arg is not None else (
             datamodule.pfsa if datamodule is not None else None
         )
         event = self._event_arg
         if event is None and datamodule is not None:
             event = datamodule.event
+        if pfsa is None and event is not None:
+            raise CflError(
+                f"DecomposedKLCallback(event={str(event)!r}) has no automaton to evaluate it on: "
+                "pass pfsa=... or train on a PFADataModule"
+            )
         if pfsa is not None and event is not None:
             event.function(pfsa)  # an unknown state or symbol fails here, not at test end
+        return pfsa, event
+
+    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        """Resolve the automaton and the event (:meth:`resolve`)."""
+        pfsa, event = self.resolve(trainer.datamodule)
+        if stage == "fit" and not is_overridden("validation_step", pl_module):
+            warnings.warn(
+                f"{type(pl_module).__name__} defines no validation_step, so Lightning runs no "
+                f"validation and {MONITOR} is never logged (add an empty validation_step: this "
+                "callback evaluates)",
+                stacklevel=2,
+            )
         if pfsa is not self.pfsa or not self.metrics:
             self.metrics = {} if pfsa is None else {s: DecomposedKL(pfsa) for s in _STAGES}
             self.visits = {} if pfsa is None else {s: StateVisits(pfsa.num_states) for s in _STAGES}
@@ -128,7 +179,9 @@ class DecomposedKLCallback(pl.Callback):
     def _update(self, stage: str, trainer: pl.Trainer, pl_module: Any, batch: Any) -> None:
         if trainer.sanity_checking:
             return
-        log_probs = predict_log_probs(pl_module, batch)
+        name = "validation" if stage == "val" else stage
+        where = f" ({name}, epoch {trainer.current_epoch}, step {trainer.global_step})"
+        log_probs = predict_log_probs(pl_module, batch, where=where)
         self.losses[stage].update(log_probs, batch)
         if stage in self.metrics:
             mask = batch["mask"].bool()

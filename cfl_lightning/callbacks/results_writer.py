@@ -14,6 +14,7 @@ from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 
 from cfl_lightning.callbacks.decomposed_kl import MONITOR, DecomposedKLCallback
 from cfl_lightning.data import PFADataModule
+from cfl_lightning.errors import CflError
 
 __all__ = ["ResultsWriter", "run_log_dir"]
 
@@ -30,12 +31,22 @@ def run_log_dir(trainer: pl.Trainer) -> Path:
     return Path(trainer.default_root_dir)
 
 
+def _kl_callback(trainer: pl.Trainer) -> DecomposedKLCallback | None:
+    """The trainer's (first) :class:`DecomposedKLCallback`, or None."""
+    return next((c for c in trainer.callbacks if isinstance(c, DecomposedKLCallback)), None)
+
+
 class ResultsWriter(pl.Callback):
     """At the end of every test run, writes ``results.json`` (the keys of
     :data:`cfl_lightning.results.RESULT_KEYS`, atomically) on the global-zero process.
 
     The decomposed KL comes from the trainer's :class:`DecomposedKLCallback`; the data from the
-    trainer's :class:`~cfl_lightning.PFADataModule` (without one nothing is written). Training
+    trainer's :class:`~cfl_lightning.PFADataModule` (without one nothing is written). The
+    ``event`` (and ``kl_target``, the realized and expected counts) is the one the callback
+    evaluated: its ``event=`` argument, else the data module's. When the callback's event or
+    automaton differ from the data module's own event or automaton, the writer refuses when
+    the run is set up (:class:`~cfl_lightning.errors.CflError`), before anything is trained:
+    the file would otherwise mix the corpus of one target with the KL of another. Training
     facts (``epochs``, ``steps``, ``stopped_early``: whether an ``EarlyStopping`` callback ended
     training, ``train_time_s``, ``best_val_loss``: the best score of the trainer's
     ``ModelCheckpoint``, else the last ``val/kl_per_string``) are recorded when ``fit`` ends in
@@ -66,6 +77,26 @@ class ResultsWriter(pl.Callback):
         self.stopped_early: bool | None = None
         self.best_val_loss: float | None = None
 
+    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        """Refuse a :class:`DecomposedKLCallback` whose event or automaton is not the data
+        module's (see the class docstring)."""
+        datamodule = trainer.datamodule
+        kl = _kl_callback(trainer)
+        if kl is None or not isinstance(datamodule, PFADataModule):
+            return
+        pfsa, event = kl.resolve(datamodule)
+        if pfsa is not None and pfsa.to_dict() != datamodule.pfsa.to_dict():
+            raise CflError(
+                "DecomposedKLCallback(pfsa=...) evaluates another automaton than the data "
+                "module's; results.json would mix them (give the callback no pfsa, or the same)"
+            )
+        if datamodule.event is not None and event != datamodule.event:
+            raise CflError(
+                f"DecomposedKLCallback(event={str(event)!r}) differs from the data module's event "
+                f"{str(datamodule.event)!r}; results.json would mix the corpus of one with the KL "
+                "of the other (give the callback no event, or the same one)"
+            )
+
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._fit_started = time.perf_counter()
 
@@ -91,7 +122,7 @@ class ResultsWriter(pl.Callback):
             return
         from cfl_lightning.results import build_results, write_results
 
-        kl = next((c for c in trainer.callbacks if isinstance(c, DecomposedKLCallback)), None)
+        kl = _kl_callback(trainer)
         path = Path(self.path) if self.path else run_log_dir(trainer) / "results.json"
         seed = os.environ.get("PL_GLOBAL_SEED")
         config = self.config
@@ -100,6 +131,7 @@ class ResultsWriter(pl.Callback):
             model=pl_module,
             datamodule=datamodule,
             kl_result=None if kl is None else kl.test_result,
+            event=datamodule.event if kl is None else kl.event,
             best_val_loss=self.best_val_loss,
             epochs=self.epochs,
             train_time_s=self.train_time_s,
@@ -116,6 +148,8 @@ class ResultsWriter(pl.Callback):
                 "realized_count",
                 "realized_strings",
                 "expected_count",
+                "expected_strings",
+                "count_unit",
                 "automaton_id",
                 "num_parameters",
                 "occurrences",

@@ -8,7 +8,14 @@ from collections.abc import Callable
 
 from cfl_lightning.errors import CflError
 
-__all__ = ["run_command", "ArgumentParser", "command_args", "seed_type", "probability_type"]
+__all__ = [
+    "run_command",
+    "ArgumentParser",
+    "command_args",
+    "seed_type",
+    "probability_type",
+    "edges_type",
+]
 
 SEED_MAX = 2**64 - 1
 
@@ -41,6 +48,21 @@ def probability_type(text: str) -> float:
     if not 0.0 <= value <= 1.0:  # also rejects nan
         raise argparse.ArgumentTypeError(f"a probability must be in [0, 1], got {text}")
     return value
+
+
+def edges_type(text: str) -> list[float]:
+    """An argparse type: comma-separated finite numbers (bin edges such as ``100,200,400``)."""
+    import math
+
+    try:
+        values = [float(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        values = []
+    if not values or not all(math.isfinite(v) for v in values):
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated numbers such as 100,200,400, got {text!r}"
+        )
+    return values
 
 
 def command_args(argv: list[str] | None, command: str) -> list[str]:

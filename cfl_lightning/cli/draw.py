@@ -7,7 +7,10 @@ Examples::
     python -m cfl_lightning draw runs/.../results.json --output automaton.svg --digits 3
 
 Accepting states are double circles labelled ``name/final``; the initial state has an incoming
-arrow; edges read ``symbol/weight``. The input may also be a ``results.json`` (its
+arrow; edges read ``symbol/weight``. Large automata stay readable: above 12 states the layout is
+``sfdp`` (``--engine``), above 40 edges the labels are left out and an edge's width shows its
+largest weight (``--edge-labels all`` keeps them), and the drawing is scaled to at most 16 x 12
+inches (1,536 x 1,152 pixels as PNG). The input may also be a ``results.json`` (its
 ``automaton``). The format comes from the output's extension (png, svg, pdf) or ``--format``.
 Needs graphviz's ``dot`` program (``apt-get install graphviz``).
 """
@@ -23,6 +26,8 @@ __all__ = ["main", "build_parser"]
 
 PROG = "python -m cfl_lightning draw"
 FORMATS = ("png", "svg", "pdf")
+ENGINES = ("auto", "dot", "neato", "sfdp", "fdp", "circo")  # cfl_lightning.analysis.draw's
+EDGE_LABELS = ("auto", "all", "none")
 
 
 def build_parser() -> ArgumentParser:
@@ -33,6 +38,14 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--digits", type=int, default=2, help="decimals of the weights (default 2)")
     parser.add_argument("--rankdir", choices=("LR", "TB"), default="LR", help="layout direction")
     parser.add_argument("--title", help="caption above the drawing")
+    parser.add_argument(
+        "--engine", choices=ENGINES, default="auto",
+        help="graphviz layout (default auto: dot up to 12 states, else sfdp)",
+    )
+    parser.add_argument(
+        "--edge-labels", choices=EDGE_LABELS, default="auto",
+        help="symbol/weight on edges (default auto: up to 40 edges; above, widths show weights)",
+    )
     return parser
 
 
@@ -61,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
             digits=args.digits,
             rankdir=args.rankdir,
             title=args.title,
+            engine=args.engine,
+            edge_labels=args.edge_labels,
         )
         sys.stderr.write(f"wrote {path}\n")
         return 0

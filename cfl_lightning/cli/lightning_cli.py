@@ -7,7 +7,13 @@ On top of LightningCLI's Trainer, model and data groups:
   Switching the class (``--model=my_pkg.MyModel`` after a config written for the LSTM) keeps
   only the ``init_args`` that the new class accepts.
 * ``--early_stopping.*`` and ``--checkpoint.*``: early stopping and checkpointing on
-  ``val/kl_per_string``.
+  ``val/kl_per_string``; with the shipped models, a monitor that the run never logs is refused
+  before training (:func:`~cfl_lightning.callbacks.check_monitors`). Checkpoints are written
+  atomically (:class:`~cfl_lightning.checkpoint_io.AtomicCheckpointIO`).
+* Option names must be given in full (no abbreviations: ``--data.num_str`` is an error).
+* ``test``/``validate --ckpt_path``: the model class and the init arguments given explicitly
+  must be the checkpoint's (:func:`~cfl_lightning.cli.run_checks.check_checkpoint_model`), and
+  its weights finite.
 * Callbacks added by default: :class:`~cfl_lightning.callbacks.DecomposedKLCallback` (unless the
   config lists one in ``trainer.callbacks``) and :class:`~cfl_lightning.callbacks.ResultsWriter`
   (``--results.path`` overrides where ``results.json`` goes).
@@ -25,16 +31,32 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
+from jsonargparse import Namespace
+from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
+from lightning.pytorch.utilities.model_helpers import is_overridden
 
-from cfl_lightning.callbacks import MONITOR, DecomposedKLCallback, EpochProgress, ResultsWriter
-from cfl_lightning.cli.model_switch import reset_carried_defaults
+from cfl_lightning.callbacks import (
+    MONITOR,
+    CheckedEarlyStopping,
+    DecomposedKLCallback,
+    EpochProgress,
+    ResultsWriter,
+    check_monitors,
+)
+from cfl_lightning.checkpoint_io import use_atomic_checkpoints
+from cfl_lightning.cli.model_switch import (
+    explicit_model_args,
+    explicit_model_class,
+    reset_carried_defaults,
+)
 from cfl_lightning.cli.parser_errors import condense
 from cfl_lightning.cli.run_checks import (
     check_checkpoint_fits,
+    check_checkpoint_model,
     check_devices,
+    check_finite_weights,
     check_root_dir,
     check_trainer_values,
     read_checkpoint,
@@ -42,6 +64,7 @@ from cfl_lightning.cli.run_checks import (
 from cfl_lightning.data import PFADataModule
 from cfl_lightning.errors import CflError
 from cfl_lightning.models import LanguageModel
+from cfl_lightning.wandb_mode import has_wandb_credentials
 
 __all__ = [
     "CflLightningCLI", "CflArgumentParser", "DEFAULT_MODEL", "subcommand_usage", "remove_created",
@@ -86,7 +109,15 @@ def subcommand_usage(prog: str, command: str) -> dict[str, str]:
 
 
 class CflArgumentParser(LightningArgumentParser):
-    """Reports an argument error as one line plus a hint to use ``--help`` (exit status 2)."""
+    """Reports an argument error as one line plus a hint to use ``--help`` (exit status 2).
+
+    Abbreviated option names are not accepted (``allow_abbrev=False``): ``--data.num_str=7``
+    would otherwise silently set ``--data.num_strings``.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str, ex: Exception | None = None) -> Any:  # type: ignore[override]
         if not self.exit_on_error or os.environ.get("JSONARGPARSE_DEBUG"):
@@ -129,12 +160,28 @@ class CflLightningCLI(LightningCLI):
         path = self.config[command].get("ckpt_path") if command else None
         if path and str(path) not in _SPECIAL_CKPT and not str(path).startswith("registry"):
             self._checkpoint = read_checkpoint(path)
+            check_finite_weights(path, self._checkpoint)
+
+    def _parse_ckpt_path(self) -> None:
+        """Refuse a checkpoint of another model than the configured one, then let Lightning
+        take the checkpoint's hyperparameters (those nobody gave explicitly)."""
+        command = self.config.get("subcommand")
+        if self._checkpoint is not None and command:
+            settings = self.config[command]
+            check_checkpoint_model(
+                settings.get("ckpt_path"),
+                self._checkpoint,
+                settings.get("model"),
+                class_given=explicit_model_class(self._argv),
+                args_given=explicit_model_args(self._argv),
+            )
+        super()._parse_ckpt_path()
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.link_arguments(
             "data.num_symbols", "model.init_args.num_symbols", apply_on="instantiate"
         )
-        parser.add_lightning_class_args(EarlyStopping, "early_stopping")
+        parser.add_lightning_class_args(CheckedEarlyStopping, "early_stopping")
         parser.set_defaults(
             {
                 "early_stopping.monitor": MONITOR,
@@ -172,6 +219,7 @@ class CflLightningCLI(LightningCLI):
         never collide.
         """
         config = self._subconfig()
+        _check_groups(config)
         trainer = config.get("trainer")
         loggers = trainer.get("logger") if trainer is not None else None
         if not isinstance(loggers, list):
@@ -201,6 +249,8 @@ class CflLightningCLI(LightningCLI):
             # evaluating a saved checkpoint: no new version directory, no new W&B run
             trainer["logger"] = False
             self.save_config_callback = None
+        elif any(str(getattr(e, "class_path", "")).endswith("WandbLogger") for e in loggers):
+            _check_wandb_login()
         progress: list[Any] = []
         if trainer is not None:
             if not on_terminal():
@@ -254,6 +304,7 @@ class CflLightningCLI(LightningCLI):
             # on CPUs, an accelerator whose package is missing): one line, not a traceback
             message = " ".join(str(err).split()) or type(err).__name__
             raise CflError(f"--trainer: {message}") from None
+        use_atomic_checkpoints(trainer)  # no truncated .ckpt, even on a full disk
         for logger in trainer.loggers:
             # Lightning passes anonymous=None, which wandb >= 0.19 warns about on every run
             init = getattr(logger, "_wandb_init", None) if isinstance(logger, WandbLogger) else None
@@ -295,7 +346,28 @@ class CflLightningCLI(LightningCLI):
         for logger in self.trainer.loggers:
             logger.log_hyperparams(params)
 
+    def _check_fit(self) -> None:
+        """What would otherwise fail after training started: evaluation steps, monitors."""
+        model = self.model
+        missing = [s for s in ("validation_step", "test_step") if not is_overridden(s, model)]
+        if missing:
+            raise CflError(
+                f"{type(model).__name__} defines no {' or '.join(missing)}: fit validates every "
+                "epoch (early stopping and checkpointing monitor val/kl_per_string) and tests "
+                "the best checkpoint at the end; add them, they may do nothing "
+                "(`def validation_step(self, batch, batch_idx): pass`; the DecomposedKLCallback "
+                "evaluates)"
+            )
+        kl = next((c for c in self.trainer.callbacks if isinstance(c, DecomposedKLCallback)), None)
+        if isinstance(model, LanguageModel) and kl is not None:  # every logged metric is known
+            _, event = kl.resolve(self.datamodule)
+            check_monitors(
+                self.trainer.callbacks, (*kl.validation_metrics(event), *model.TRAINING_METRICS)
+            )
+
     def _before_run(self) -> None:
+        if self.subcommand == "fit":
+            self._check_fit()
         if self._checkpoint is not None:
             path = self._subconfig().get("ckpt_path")
             check_checkpoint_fits(path, self._checkpoint, self.model)
@@ -337,6 +409,32 @@ class CflLightningCLI(LightningCLI):
             verbose=False,
         )
 
+
+
+def _check_groups(config: Any) -> None:
+    """``data`` must be a mapping of arguments and ``model`` a class (``data: null`` or
+    ``data: [1, 2]`` in a config would fail inside jsonargparse with a traceback)."""
+    data, model = config.get("data"), config.get("model")
+    if not isinstance(data, Namespace):
+        raise CflError(
+            "data: expected a mapping of PFADataModule arguments (e.g. generator: parity), "
+            f"got {json.dumps(data, default=str)}; leave data out for the defaults"
+        )
+    if not (isinstance(model, Namespace) and model.get("class_path")):
+        raise CflError(
+            "model: expected a class (class_path: ..., init_args: {...}) or a class name, got "
+            f"{json.dumps(model, default=str)}; leave model out for the default LSTM"
+        )
+
+
+def _check_wandb_login() -> None:
+    """``WANDB_MODE=online`` (or ``run``) needs an API key; refuse before W&B is started."""
+    mode = os.environ.get("WANDB_MODE", "").strip().lower()
+    if mode in ("online", "run") and not has_wandb_credentials():
+        raise CflError(
+            f"WANDB_MODE={mode} but no W&B API key is configured (WANDB_API_KEY or `wandb "
+            "login`); set WANDB_MODE=offline to log locally, or disabled"
+        )
 
 
 def remove_created(cli: CflLightningCLI | None) -> None:

@@ -19,7 +19,9 @@ from typing import Any
 
 import yaml
 
-__all__ = ["explicit_model_args", "model_switched", "reset_carried_defaults"]
+__all__ = [
+    "explicit_model_args", "explicit_model_class", "model_switched", "reset_carried_defaults",
+]
 
 
 def _config_paths(argv: Sequence[str]) -> list[str]:
@@ -40,6 +42,32 @@ def model_switched(argv: Sequence[str]) -> bool:
     return False
 
 
+def _config_models(argv: Sequence[str]) -> list[Any]:
+    """The ``model`` entry of every ``--config`` file (YAML) that has one."""
+    models = []
+    for path in _config_paths(argv):
+        try:
+            with open(path, encoding="utf-8") as handle:
+                data = yaml.safe_load(handle)
+        except (OSError, yaml.YAMLError, UnicodeDecodeError):
+            continue  # the parser has already reported unreadable configs
+        if isinstance(data, dict) and data.get("model") is not None:
+            models.append(data["model"])
+    return models
+
+
+def explicit_model_class(argv: Sequence[str]) -> bool:
+    """Whether the model class was given, on the command line (``--model=X``,
+    ``--model.class_path X``) or in a ``--config`` file (``model.class_path`` or ``model: X``),
+    rather than left to the default."""
+    if model_switched(argv) or any(a.startswith("--model.class_path") for a in argv):
+        return True
+    return any(
+        isinstance(model, str) or (isinstance(model, dict) and "class_path" in model)
+        for model in _config_models(argv)
+    )
+
+
 def explicit_model_args(argv: Sequence[str]) -> set[str]:
     """Names of the model's init arguments given explicitly on the command line or in configs.
 
@@ -51,13 +79,7 @@ def explicit_model_args(argv: Sequence[str]) -> set[str]:
         ``--model.init_args.X`` / ``--model.X`` flag.
     """
     names: set[str] = set()
-    for path in _config_paths(argv):
-        try:
-            with open(path, encoding="utf-8") as handle:
-                data = yaml.safe_load(handle)
-        except (OSError, yaml.YAMLError, UnicodeDecodeError):
-            continue  # the parser has already reported unreadable configs
-        model = data.get("model") if isinstance(data, dict) else None
+    for model in _config_models(argv):
         init = model.get("init_args") if isinstance(model, dict) else None
         if isinstance(init, dict):
             names.update(str(key) for key in init)

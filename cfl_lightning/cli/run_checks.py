@@ -15,7 +15,7 @@ from cfl_lightning.errors import CflError
 
 __all__ = [
     "check_trainer_values", "check_devices", "check_root_dir", "read_checkpoint",
-    "check_checkpoint_fits", "cpu_cores",
+    "check_checkpoint_fits", "check_checkpoint_model", "check_finite_weights", "cpu_cores",
 ]
 
 # option -> (smallest allowed value, what it means); None is always allowed
@@ -136,6 +136,103 @@ def read_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
     if not isinstance(checkpoint, dict) or not isinstance(checkpoint.get("state_dict"), dict):
         raise CflError(f"checkpoint {os.fspath(path)} is not a Lightning checkpoint (no state_dict)")
     return checkpoint
+
+
+def check_finite_weights(path: str | os.PathLike, checkpoint: Mapping[str, Any]) -> None:
+    """Every floating-point tensor of the checkpoint's ``state_dict`` must be finite.
+
+    Raises:
+        CflError: naming the first tensor holding NaN or an infinity.
+    """
+    import torch
+
+    for name, value in checkpoint["state_dict"].items():
+        if isinstance(value, torch.Tensor) and value.is_floating_point():
+            bad = ~torch.isfinite(value)
+            if bool(bad.any()):
+                kind = "NaN" if bool(value.isnan().any()) else "an infinity"
+                raise CflError(
+                    f"checkpoint {os.fspath(path)} holds {kind} in {name} "
+                    f"({int(bad.sum()):,} of {value.numel():,} values): the training that wrote "
+                    "it diverged; evaluate an earlier checkpoint"
+                )
+
+
+def _short(class_path: str) -> str:
+    return str(class_path).rsplit(".", 1)[-1]
+
+
+def _same_class(a: str, b: str) -> bool:
+    """Whether two class paths name the same class (imported when possible)."""
+    import importlib
+
+    def resolve(path: str) -> Any:
+        module, _, name = str(path).rpartition(".")
+        try:
+            return getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError, ValueError):
+            return path
+
+    return a == b or resolve(a) is resolve(b)
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not (
+        isinstance(a, bool) or isinstance(b, bool)
+    ):
+        return float(a) == float(b) or abs(float(a) - float(b)) <= 1e-12 * max(abs(a), abs(b))
+    return a == b
+
+
+def check_checkpoint_model(
+    path: str | os.PathLike,
+    checkpoint: Mapping[str, Any],
+    model: Any,
+    *,
+    class_given: bool,
+    args_given: set[str],
+) -> None:
+    """The configured model must be the checkpoint's: same class, same given init arguments.
+
+    LightningCLI re-instantiates the model from the checkpoint's hyperparameters, so without
+    this check ``test --model=TransformerLanguageModel --ckpt_path LSTM.ckpt`` silently tests
+    the LSTM. What the user left to defaults is taken from the checkpoint; what they gave
+    (``--model=...``, ``--model.init_args.X``, or in a ``--config`` file) must agree with it.
+
+    Args:
+        path: the checkpoint's path (for messages).
+        checkpoint: the loaded checkpoint (``hyper_parameters`` with ``_class_path`` when the
+            CLI wrote it).
+        model: the parsed ``model`` config (``class_path`` and ``init_args``).
+        class_given: whether the model class was given explicitly.
+        args_given: the init arguments given explicitly.
+
+    Raises:
+        CflError: naming the class or the first argument that differs, and both values.
+    """
+    hparams = checkpoint.get("hyper_parameters")
+    if not isinstance(hparams, Mapping) or model is None:
+        return
+    where = f"checkpoint {os.fspath(path)}"
+    saved_class = hparams.get("_class_path")
+    configured = getattr(model, "class_path", None)
+    if class_given and saved_class and configured and not _same_class(saved_class, configured):
+        raise CflError(
+            f"{where} holds a {_short(saved_class)}, but the configured model is "
+            f"{_short(configured)}: give --model={_short(saved_class)} (or no model: the "
+            f"checkpoint's class is used), or a {_short(configured)} checkpoint"
+        )
+    init_args = getattr(model, "init_args", None)
+    for name in sorted(args_given):
+        if name not in hparams or init_args is None or not hasattr(init_args, name):
+            continue
+        given, saved = getattr(init_args, name), hparams[name]
+        if not _same_value(given, saved):
+            raise CflError(
+                f"{where} was trained with model.init_args.{name}={saved!r}, but the "
+                f"configuration gives {given!r}: leave {name} out (the checkpoint's value is "
+                "used) or give the matching checkpoint"
+            )
 
 
 def check_checkpoint_fits(path: str | os.PathLike, checkpoint: Mapping[str, Any], model: Any) -> None:

@@ -19,7 +19,8 @@ size) when the class takes it. Beyond the Trainer, model and data groups there a
 
 ``fit`` then tests the best checkpoint on the test strings; the ``ResultsWriter`` callback writes
 ``results.json`` (see :mod:`cfl_lightning.results`) into the run's log directory, and ``fit``
-prints ``results: <path>``.
+prints a summary line (``test: kl_total ...  kl_target ... (EVENT)``) and ``results: <path>``
+as the last two lines on stdout.
 
 Environment:
 
@@ -41,7 +42,9 @@ from typing import Any
 
 from cfl_lightning.wandb_mode import ensure_wandb_mode
 
-__all__ = ["main", "build_cli", "PROG", "configure_threads", "quiet_noise", "finish_wandb"]
+__all__ = [
+    "main", "build_cli", "PROG", "configure_threads", "quiet_noise", "finish_wandb", "summary_line",
+]
 
 PROG = "python -m cfl_lightning"
 THREADS_ENV = "CFL_LIGHTNING_THREADS"
@@ -155,31 +158,74 @@ def build_cli(args: list[str] | dict | None, *, run: bool = True) -> Any:
     )
 
 
+def summary_line(results: dict[str, Any]) -> str:
+    """``test: kl_total 0.4123  kl_target 0.0201  (nats per string, best checkpoint)``."""
+
+    def value(key: str) -> str:
+        number = results.get(key)
+        return "null" if number is None else f"{number:.6g}"
+
+    parts = [f"kl_total {value('kl_total')}"]
+    if results.get("event") is not None:
+        parts.append(f"kl_target {value('kl_target')} ({results['event']})")
+    return f"test: {'  '.join(parts)}  (nats per string)"
+
+
+def _trained(cli: Any) -> bool:
+    """Whether the failed run took an optimizer step (then its logs are kept)."""
+    trainer = getattr(cli, "trainer", None) if cli is not None else None
+    return trainer is not None and trainer.global_step > 0
+
+
+def _failure(err: BaseException, cli: Any) -> str:
+    """The one line describing a failed run; removes what it created unless it trained."""
+    if isinstance(err, OSError):
+        what = err.strerror or str(err)
+        message = f"cannot write {err.filename}: {what}" if err.filename else what
+    else:
+        message = " ".join(str(err).split()) or type(err).__name__
+    if not _trained(cli):
+        from cfl_lightning.cli.lightning_cli import remove_created
+
+        remove_created(cli)
+        return message
+    from cfl_lightning.callbacks import run_log_dir
+
+    trainer = cli.trainer
+    return (
+        f"{message} (stopped at epoch {trainer.current_epoch}, step {trainer.global_step}; the "
+        f"run's logs are kept in {run_log_dir(trainer)})"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``fit``/``validate``/``test``; ``argv[0]`` is the subcommand.
 
     Bad input (arguments, trainer values, the model's arguments, ``default_root_dir``, the
-    checkpoint) gives one line on stderr and exit status 2, and no run directory is left behind.
+    checkpoint, sizes) gives one line on stderr and exit status 2, and no run directory is left
+    behind. A run that fails after training started (NaN predictions, a full disk) also gives
+    one line and status 2, naming the epoch and step, and keeps its logs.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     ensure_wandb_mode()  # before anything imports wandb
     configure_threads()
     from lightning.fabric.utilities.exceptions import MisconfigurationException
 
-    from cfl_lightning.cli.lightning_cli import CflLightningCLI, remove_created
+    from cfl_lightning.cli.lightning_cli import CflLightningCLI
     from cfl_lightning.errors import CflError
 
     CflLightningCLI.active = None
     try:
         cli = build_cli(argv)
-    except (CflError, MisconfigurationException) as err:
-        remove_created(CflLightningCLI.active)
-        message = " ".join(str(err).split())
+    except (CflError, MisconfigurationException, OSError) as err:
+        message = _failure(err, CflLightningCLI.active)
         sys.stderr.write(f"{PROG} {argv[0] if argv else ''}: error: {message}\n")
         return 2
-    CflLightningCLI.active = None
+    finally:
+        CflLightningCLI.active = None
     finish_wandb()
-    written = cli.results_writer.written if cli.results_writer is not None else None
-    if written is not None:
-        print(f"results: {written}", flush=True)
+    writer = cli.results_writer
+    if writer is not None and writer.written is not None and writer.results is not None:
+        print(summary_line(writer.results), flush=True)
+        print(f"results: {writer.written}", flush=True)
     return 0

@@ -28,7 +28,7 @@ import torch
 
 import cfl_lightning
 from cfl_lightning.automata import PFSA
-from cfl_lightning.io import atomic_open
+from cfl_lightning.checkpoint_io import atomic_torch_save
 from cfl_lightning.sampling import Corpus
 
 __all__ = [
@@ -94,8 +94,8 @@ def save_corpus(path: str | os.PathLike, corpus: Corpus, key: str) -> None:
     if corpus.counts is not None:
         tensors["counts"] = corpus.counts.cpu().long()
     payload = dict(tensors, sha256=_checksum(key, tensors))
-    with atomic_open(path, "wb") as handle:
-        torch.save(payload, handle)
+    # (serialized in memory first: torch's zip writer reports a full disk as a RuntimeError)
+    atomic_torch_save(payload, path)
 
 
 def load_corpus(path: str | os.PathLike, key: str) -> Corpus | None:

@@ -60,6 +60,7 @@ from cfl_lightning.data.batching import (
 from cfl_lightning.data.cache import automaton_json, cached_corpus, corpus_key, resolve_cache_dir
 from cfl_lightning.errors import CflError, PFSAError
 from cfl_lightning.sampling import Corpus
+from cfl_lightning.sampling.budget import MemoryEstimate, check_memory, estimate_sampling
 from cfl_lightning.sampling.intervention import Intervention
 from cfl_lightning.sampling.request import SEED_MAX
 from cfl_lightning.sampling.visits import (
@@ -73,6 +74,8 @@ __all__ = ["PFADataModule", "SPLITS", "SAMPLING_METHOD"]
 
 SPLITS = ("train", "val", "test")
 SAMPLING_METHOD = "binning"
+#: bytes a data module keeps per position of a corpus (input, target and state ids, int64)
+TOKEN_BYTES = 24
 GENERATORS = ("parity", "parity_resampled", "random")
 #: the constructor arguments each generator uses
 GENERATOR_ARGS = {
@@ -269,6 +272,7 @@ class PFADataModule(L.LightningDataModule):
                 f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}"
             ) from None
         self.cache_path = resolve_cache_dir(cache_dir)
+        self._check_sizes()
         self.num_symbols: int = self.pfsa.num_symbols
         self.vocab_size: int = self.num_symbols + 3
         self.eos_id: int = self.num_symbols
@@ -305,6 +309,46 @@ class PFADataModule(L.LightningDataModule):
         intervention = Intervention.create(train.kind, train.event, count)
         intervention.validate(self.pfsa, hp.val_strings)
         return intervention
+
+    def _check_sizes(self) -> None:
+        """Refuse corpora too large for memory before anything is sampled or logged.
+
+        Sums :func:`~cfl_lightning.sampling.estimate_sampling` over the splits (every split is
+        kept, with its per-position tensors: :data:`TOKEN_BYTES` per position); the exact
+        sampler's bins are transient, so only the largest counts.
+
+        Raises:
+            SizeError: the estimate exceeds the memory available (the message names every
+                split's size).
+        """
+        hp = self.hparams
+        sizes = {
+            "num_strings": hp.num_strings, "val_strings": hp.val_strings,
+            "test_strings": hp.test_strings, "test_target_strings": hp.test_target_strings,
+        }
+        interventions = {"num_strings": self.intervention, "val_strings": self.val_intervention}
+        parts = []
+        for name, k in sizes.items():
+            if k == 0:
+                continue
+            intervention = interventions.get(name)
+            constrained = intervention is not None and intervention.constrained
+            parts.append(estimate_sampling(
+                self.pfsa, k,
+                intervention=intervention.kind if constrained else "none",
+                event=intervention.event if constrained else None,
+                count=intervention.count if constrained else None,
+                extra_bytes_per_token=TOKEN_BYTES,
+            ))
+        total = MemoryEstimate(
+            num_strings=sum(p.num_strings for p in parts),
+            expected_length=parts[0].expected_length,
+            expected_tokens=sum(p.expected_tokens for p in parts),
+            bins_bytes=max(p.bins_bytes for p in parts),
+            corpus_bytes=sum(p.corpus_bytes for p in parts),
+        )
+        listed = ", ".join(f"{name} {k:,}" for name, k in sizes.items() if k)
+        check_memory(total, self.device, what=f"the data module's corpora ({listed})")
 
     # ------------------------------------------------------------------ sampling
     @property

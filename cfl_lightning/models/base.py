@@ -24,7 +24,7 @@ from torch import Tensor, nn
 
 from cfl_lightning.callbacks.decomposed_kl import MONITOR, DecomposedKLCallback
 from cfl_lightning.losses import kl_to_automaton_loss
-from cfl_lightning.metrics.epoch_loss import EpochLoss
+from cfl_lightning.metrics.epoch_loss import EPOCH_LOSS_NAMES, EpochLoss
 from cfl_lightning.models.sizing import count_parameters
 
 __all__ = ["LanguageModel", "MONITOR", "INIT_RANGE"]
@@ -80,6 +80,9 @@ class LanguageModel(pl.LightningModule):
             as for early stopping's ``min_delta=0``). At least 1.
         loss: ``"kl"`` (KL to the automaton) or ``"ce"`` (next-symbol cross-entropy).
     """
+
+    #: the metrics the model logs itself (after every training epoch)
+    TRAINING_METRICS = (*(f"train/{name}" for name in EPOCH_LOSS_NAMES), "train/loss")
 
     def __init__(
         self,

@@ -38,6 +38,7 @@ __all__ = [
     "visits_by_event",
     "entering_function",
     "reach_probability",
+    "containing_probability",
     "sample_visiting",
     "mixture_weights",
 ]
@@ -140,7 +141,24 @@ def reach_probability(pfsa: PFSA, stake: Tensor) -> float:
         return 1.0
     if not bool(stake.any()):
         return 0.0
-    never = backward_fast(pfsa, entering_function(pfsa, stake), 1).dense()[0, pfsa.initial]
+    return containing_probability(pfsa, entering_function(pfsa, stake))
+
+
+def containing_probability(pfsa: PFSA, event: str | Event | Tensor) -> float:
+    """The probability that a string contains the event at least once (exact).
+
+    Args:
+        pfsa: the automaton.
+        event: an event (text or :class:`~cfl_lightning.automata.Event`) or its ``[Q, |S|]``
+            0/1 event function.
+
+    Returns:
+        ``1 - P(no occurrence)``, from the count-0 bin of the backward pass, clipped to [0, 1].
+    """
+    if isinstance(event, str):
+        event = Event.parse(event)
+    function = event.function(pfsa) if isinstance(event, Event) else event
+    never = backward_fast(pfsa, function.to(pfsa.device), 1).dense()[0, pfsa.initial]
     return float(min(max(1.0 - float(never), 0.0), 1.0))
 
 

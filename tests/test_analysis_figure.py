@@ -1,0 +1,98 @@
+"""What the analysis figure shows: 95% intervals, n, hollow markers, bin extents and positions,
+ticks at the causal counts, the y unit and the legend notes (issue 19, item 3)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cfl_lightning.analysis import plot
+from cfl_lightning.analysis.aggregate import CurveRow
+
+
+def causal(x, mean, n, low, high, setting="causal_exact", kind="occurrences"):
+    return CurveRow("state:odd", "LSTMLanguageModel", setting, kind, 500, x, x, x, mean, 0.01, n,
+                    ci_low=low, ci_high=high, x_median=x)
+
+
+def corr(x, x_median, lo, hi, mean, n, setting="correlational", kind="occurrences"):
+    return CurveRow("state:odd", "LSTMLanguageModel", setting, kind, 500, x, lo, hi, mean, 0.01, n,
+                    ci_low=mean * 0.5, ci_high=mean * 1.5, x_median=x_median)
+
+
+ROWS = [
+    causal(125.0, 0.4, 8, 0.3, 0.5),
+    causal(500.0, 0.2, 2, -0.5, 0.9),  # n = 2: hollow, its interval below zero
+    corr(3000.0, 1200.0, 150.0, 9000.0, 0.05, 6),  # a wide bin: mean x far above its median
+]
+
+
+def draw(rows, tmp_path, monkeypatch, logx=True):
+    captured = {}
+    monkeypatch.setattr(plot, "_save", lambda fig, path, fmt, dpi: captured.setdefault("fig", fig))
+    plot.plot_curves(rows, tmp_path / "f.png", logx=logx)
+    captured["fig"].canvas.draw()
+    return captured["fig"]
+
+
+def markers(ax):
+    """(x, y, hollow) of every drawn point marker (not the error bars' caps)."""
+    out = []
+    for line in ax.get_lines():
+        if line.get_marker() in (None, "None", "", "_", "|") or line.get_linestyle() != "None":
+            continue
+        hollow = line.get_markerfacecolor() in ("white", (1.0, 1.0, 1.0, 1.0))
+        out += [(x, y, hollow) for x, y in zip(line.get_xdata(), line.get_ydata())]
+    return sorted(out)
+
+
+def test_points_show_n_hollow_markers_and_intervals(tmp_path, monkeypatch):
+    fig = draw(ROWS, tmp_path, monkeypatch)
+    ax = fig.axes[0]
+    assert markers(ax) == [(125.0, 0.4, False), (500.0, 0.2, True), (1200.0, 0.05, False)]
+    assert sorted(t.get_text() for t in ax.texts) == ["2", "6", "8"]  # n beside each point
+    assert "nats per visit" in ax.get_ylabel()
+    # vertical bars: the 95% intervals; one reaching below zero ends at the panel's floor
+    segments = [s for c in ax.collections if hasattr(c, "get_segments") for s in c.get_segments()]
+    vertical = {(round(s[0][0]), round(s[0][1], 6), round(s[1][1], 6))
+                for s in segments if s[0][0] == s[1][0]}
+    assert (125, 0.3, 0.5) in vertical
+    floor = ax.get_ylim()[0]
+    assert 0 < floor < 0.05 and (500, round(floor, 6), 0.9) in vertical
+    # the bin's x extent, drawn at its median on the log axis
+    horizontal = [s for s in segments if s[0][1] == s[1][1]]
+    assert [(s[0][0], s[1][0]) for s in horizontal] == [(150.0, 9000.0)]
+
+
+def test_log_x_ticks_at_the_causal_counts(tmp_path, monkeypatch):
+    ax = draw(ROWS, tmp_path, monkeypatch).axes[0]
+    low, high = ax.get_xlim()
+    labels = {t.label1.get_text() for t in ax.xaxis.get_major_ticks() if low <= t.get_loc() <= high}
+    assert {"125", "500"} <= labels
+    assert "100" not in labels  # it would overlap 125
+
+
+def test_linear_x_places_bins_at_their_mean(tmp_path, monkeypatch):
+    ax = draw(ROWS, tmp_path, monkeypatch, logx=False).axes[0]
+    assert (3000.0, 0.05, False) in markers(ax)
+
+
+@pytest.mark.parametrize("both", [True, False])
+def test_legend_notes(tmp_path, monkeypatch, both):
+    rows = list(ROWS)
+    rows.append(causal(25.0, 0.3, 4, 0.2, 0.4, "causal_at_least_once", "strings"))
+    if both:  # the same correlational runs, placed by strings containing the target
+        rows.append(corr(60.0, 40.0, 5.0, 200.0, 0.05, 6, "correlational_strings", "strings"))
+    title = draw(rows, tmp_path, monkeypatch).legends[0].get_title().get_text()
+    assert plot.NOTE in title
+    assert (plot.BOTH_ROWS_NOTE in title) is both  # negative control: no note with one row
+
+
+def test_rows_without_intervals_still_draw(tmp_path, monkeypatch):
+    """Rows built before intervals existed (NaN ci): markers, no bars, no error."""
+    rows = [CurveRow("symbol:a", "M", "causal_exact", "occurrences", 500, x, x, x, m, 0.0, 1)
+            for x, m in ((10.0, -0.1), (20.0, 0.2))]
+    ax = draw(rows, tmp_path, monkeypatch, logx=False).axes[0]
+    assert [(x, y) for x, y, _ in markers(ax)] == [(10.0, -0.1), (20.0, 0.2)]
+    assert all(hollow for *_, hollow in markers(ax))
+    assert not np.isnan(ax.get_ylim()).any()
