@@ -222,9 +222,12 @@ def run_job(
 def main(argv: list[str] | None = None) -> int:
     """Entry point: 0 when every member is done, 1 when one failed, 2 for a bad spec."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if len(argv) != 1 or argv[0] in ("-h", "--help"):
-        sys.stderr.write(f"usage: {PROG} SPEC.json\n\n{__doc__.split(chr(10) * 2)[1]}\n")
-        return 0 if argv and argv[0] in ("-h", "--help") else 2
+    if argv in (["-h"], ["--help"]):
+        sys.stdout.write(f"usage: {PROG} SPEC.json\n\n{__doc__.split(chr(10), 1)[1].strip()}\n")
+        return 0
+    if len(argv) != 1:
+        sys.stderr.write(f"usage: {PROG} SPEC.json (see --help)\n")
+        return 2
     try:
         members, checkpoint_dir = read_spec(argv[0])
     except CflError as err:
