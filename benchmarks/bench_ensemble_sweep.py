@@ -1,9 +1,10 @@
-"""An 8-point sweep run by the plain runner and by ensembles, back to back: wall time and results.
+"""An 8-point sweep run by the plain runner and by ensembles, back to back; and a killed job resumed.
 
 Usage::
 
     python benchmarks/bench_ensemble_sweep.py                     # configs/parity_starfree.yaml
     python benchmarks/bench_ensemble_sweep.py --max-epochs 10     # shorter runs
+    python benchmarks/bench_ensemble_sweep.py --resume            # kill an ensemble job at 60%
 
 The grid: parity + star-free (``configs/parity_starfree.yaml``), exact-count interventions with
 two counts x four seeds (``seed_everything`` 0..3). Arm ``plain``:
@@ -13,6 +14,13 @@ fresh corpus cache (so both sample their corpora) and ``WANDB_MODE=disabled`` un
 arms run one after the other (the machine may be shared: compare them, not absolute times).
 Printed: wall time of each arm and their ratio, the results.json files found, whether their
 key sets agree, and the median ``kl_total`` of each arm.
+
+``--resume``: one ensemble job (``python -m cfl_lightning.cli.ensemble_job``) of four members
+(counts 500 and 1500 x seeds 0 and 1, 30 epochs without early stopping) run uninterrupted, then
+again with a ``checkpoint_dir``, killed (SIGKILL) at ``--kill-at`` (0.6) of the uninterrupted
+wall time and rerun; then uninterrupted once more (the machine may be shared). Printed: the
+rerun's wall time over the uninterrupted one's (the mean of both), whether the rerun resumed,
+and the number of valid ``results.json`` per member (must be exactly one each, 30 epochs).
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -64,6 +73,70 @@ def run_arm(grid: Path, output: Path, extra: list[str], env: dict[str, str]) -> 
     }
 
 
+def job_members(root: Path, epochs: int) -> list[dict]:
+    config = ROOT / "configs" / "parity_starfree.yaml"
+    return [
+        {"name": f"c{count}_s{seed}", "args": [
+            "--config", str(config), f"--seed_everything={seed}", f"--data.count={count}",
+            f"--trainer.max_epochs={epochs}", "--early_stopping.patience=1000",
+            f"--trainer.default_root_dir={root / f'c{count}_s{seed}'}"]}
+        for count in (500, 1500) for seed in (0, 1)
+    ]
+
+
+def run_job(root: Path, env: dict, epochs: int, checkpoint: Path | None,
+            kill_after: float | None = None) -> tuple[float, subprocess.CompletedProcess | None]:
+    spec = root.parent / f"{root.name}.json"
+    spec.write_text(json.dumps({"members": job_members(root, epochs),
+                                "checkpoint_dir": None if checkpoint is None else str(checkpoint)}))
+    command = [sys.executable, "-m", "cfl_lightning.cli.ensemble_job", str(spec)]
+    start = time.perf_counter()
+    if kill_after is None:
+        proc = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+        return time.perf_counter() - start, proc
+    child = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    try:
+        child.wait(timeout=kill_after)
+    except subprocess.TimeoutExpired:
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+    return time.perf_counter() - start, None
+
+
+def resume_main(args: argparse.Namespace, env: dict) -> int:
+    from cfl_lightning.ensemble.results import has_results
+
+    epochs = args.max_epochs or 30
+    print(f"4-member ensemble job, {epochs} epochs (no early stopping), killed at "
+          f"{args.kill_at:.0%} and rerun; {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}",
+          flush=True)
+    with tempfile.TemporaryDirectory(prefix="cfl_bench_resume_") as tmp:
+        tmp = Path(tmp)
+        arm = lambda name: dict(env, CFL_LIGHTNING_CACHE=str(tmp / f"{name}_cache"))  # noqa: E731
+        first, proc = run_job(tmp / "whole1", arm("whole1"), epochs, None)
+        print(f"uninterrupted        {first:7.1f} s  exit {proc.returncode}", flush=True)
+        killed, _ = run_job(tmp / "killed", arm("killed"), epochs, tmp / "ckpt",
+                            kill_after=args.kill_at * first)
+        left = sorted(p.name for p in (tmp / "ckpt").glob("*.ckpt"))
+        print(f"killed after         {killed:7.1f} s  checkpoint left: {left}", flush=True)
+        rerun, proc = run_job(tmp / "killed", arm("killed"), epochs, tmp / "ckpt")
+        resumed = [line for line in proc.stderr.splitlines() if line.startswith("resuming")]
+        print(f"rerun                {rerun:7.1f} s  exit {proc.returncode}; "
+              f"{resumed[0] if resumed else 'did NOT resume'}", flush=True)
+        second, _ = run_job(tmp / "whole2", arm("whole2"), epochs, None)
+        print(f"uninterrupted again  {second:7.1f} s", flush=True)
+        base = (first + second) / 2
+        print(f"rerun / uninterrupted: {rerun / base:.2f} (target <= 0.8, goal <= 0.5); "
+              f"killed + rerun / uninterrupted: {(killed + rerun) / base:.2f}")
+        for member in job_members(tmp / "killed", epochs):
+            files = sorted(Path(member["args"][-1].split("=", 1)[1]).rglob("results.json"))
+            valid = [f for f in files if has_results(f)]
+            ep = [json.loads(f.read_text())["epochs"] for f in valid]
+            print(f"  {member['name']}: {len(files)} results.json, {len(valid)} valid, epochs {ep}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--counts", default="500,1500", help="the two exact counts")
@@ -73,9 +146,14 @@ def main(argv: list[str] | None = None) -> int:
         "--order", default="plain,ensemble", help="which arm runs first (plain,ensemble or "
         "ensemble,plain): on a shared machine, run both orders"
     )
+    parser.add_argument("--resume", action="store_true", help="the killed-job measurement")
+    parser.add_argument("--kill-at", type=float, default=0.6, help="with --resume (default 0.6)")
     args = parser.parse_args(argv)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     env.setdefault("WANDB_MODE", "disabled")
+    if args.resume:
+        sys.path.insert(0, str(ROOT))
+        return resume_main(args, env)
     extra = ""
     if args.max_epochs is not None:
         extra = f"  trainer.max_epochs:\n    value: {args.max_epochs}\n"

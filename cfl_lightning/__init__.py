@@ -50,7 +50,7 @@ _LAZY = {
     "pfsa_kl": "cfl_lightning.metrics",
     "DecomposedKLCallback": "cfl_lightning.callbacks",
     "ResultsWriter": "cfl_lightning.callbacks",
-    "EnsembleTrainer": "cfl_lightning.ensemble",
+    "EnsembleLanguageModel": "cfl_lightning.ensemble",
 }
 
 __all__ = [

@@ -1,7 +1,8 @@
-"""Ensembles: batched members must train exactly as their own sequential runs.
+"""Ensembles: members of an ``EnsembleLanguageModel`` must train exactly as their own runs.
 
 The reference is always the shipped path: the real model class and ``PFADataModule`` driven by a
-Lightning ``Trainer`` with the CLI's clipping, early stopping and checkpointing.
+Lightning ``Trainer`` with the CLI's clipping, early stopping and checkpointing. The ensemble is
+driven by a plain Lightning ``Trainer`` too. (The job entry: ``tests/test_ensemble_job.py``.)
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from lightning.pytorch.callbacks import Callback, EarlyStopping, ModelCheckpoint
 from cfl_lightning.data import PFADataModule
 from cfl_lightning.data.batching import collate
 from cfl_lightning.ensemble import (
-    EnsembleTrainer,
+    EnsembleLanguageModel,
+    LastCheckpoint,
     PackedCorpora,
     ParameterLayout,
     StackedAdam,
@@ -27,7 +29,7 @@ from cfl_lightning.ensemble import (
     clip_rows_,
     stacked_network,
 )
-from cfl_lightning.ensemble.loop import LoopTrainer
+from cfl_lightning.ensemble.packing import bucket
 from cfl_lightning.ensemble.ticks import by_width, lockstep
 from cfl_lightning.losses import kl_per_position
 from cfl_lightning.models import LSTMLanguageModel, TransformerLanguageModel
@@ -45,10 +47,9 @@ DATA = [
 def build(arch: str, seed: int, data: dict, dropout: float = 0.0, lr: float = 0.01):
     """Seed, data module, model: the order in which ``python -m cfl_lightning fit`` builds them."""
     lightning.seed_everything(seed, verbose=False)
-    dm = PFADataModule(
-        generator="parity", eta=0.3, intervention="exact", event="state:odd", val_strings=20,
-        test_strings=0, cache_dir="none", device="cpu", **data,
-    )
+    settings = dict(generator="parity", eta=0.3, intervention="exact", event="state:odd",
+                    val_strings=20, test_strings=0, cache_dir="none", device="cpu")
+    dm = PFADataModule(**{**settings, **data})
     model = MODELS[arch](
         num_symbols=dm.num_symbols, param_budget=8000, dropout=dropout, lr=lr, lr_patience=1
     )
@@ -141,36 +142,74 @@ def test_packing_wastes_at_most_about_twice_the_real_positions():
     assert cells * 4 < padded  # naive padding of this pairing is several times larger
 
 
+@pytest.fixture(scope="module")
+def references(tmp_path_factory):
+    """Each architecture's three sequential runs (float64, dropout 0), computed once."""
+    cache = {}
+
+    def get(arch):
+        if arch not in cache:
+            root = tmp_path_factory.mktemp(arch)
+            cache[arch] = [
+                sequential(*build(arch, i, d, lr=0.05), root / str(i), epochs=EPOCHS, patience=1)
+                for i, d in enumerate(DATA)
+            ]
+        return cache[arch]
+
+    return get
+
+
+EPOCHS = 6
+
+
+def fit_ensemble(models, dms, *, epochs=EPOCHS, patience=1, callbacks=(), ckpt_path=None, **kwargs):
+    """Train an ``EnsembleLanguageModel`` with a plain Lightning ``Trainer`` (as the job does)."""
+    module = EnsembleLanguageModel(
+        list(models), list(dms), TrainSettings(max_epochs=epochs, patience=patience),
+        record_steps=True, **kwargs,
+    )
+    trainer = lightning.Trainer(
+        max_epochs=epochs, logger=False, enable_progress_bar=False, enable_model_summary=False,
+        enable_checkpointing=False, reload_dataloaders_every_n_epochs=1, num_sanity_val_steps=0,
+        accelerator="cpu", callbacks=list(callbacks),
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer.fit(module, ckpt_path=ckpt_path, weights_only=True)
+    return module, trainer
+
+
 @pytest.mark.parametrize(
-    "arch,pacing",
-    [("lstm", "lockstep"),  # the quick lane's case; the others are slow (~1.5 s each)
-     *(pytest.param(arch, pacing, marks=pytest.mark.slow) for arch, pacing in
-       [("lstm", "width"), ("transformer", "width"), ("lstm", "loop"), ("transformer", "loop")])],
+    "arch,engine,mode,pacing",
+    [("lstm", "stacked", "static", "width"),  # the quick lane's case (the code CUDA captures)
+     *(pytest.param(*case, marks=pytest.mark.slow) for case in [
+         ("lstm", "stacked", "gather", "lockstep"), ("lstm", "stacked", "gather", "width"),
+         ("lstm", "loop", "auto", "width"), ("transformer", "stacked", "gather", "width"),
+         ("transformer", "stacked", "static", "width"), ("transformer", "loop", "auto", "width"),
+     ])],
 )
-def test_members_train_exactly_as_sequential_runs(arch, pacing, tmp_path):
-    """float64, dropout 0: step losses, validation, LR plateaus, stops, best checkpoints."""
-    epochs, patience = 6, 1
-    refs = [
-        sequential(*build(arch, i, d, lr=0.05), tmp_path / str(i), epochs=epochs, patience=patience)
-        for i, d in enumerate(DATA)
-    ]
+def test_members_train_exactly_as_sequential_runs(arch, engine, mode, pacing, references):
+    """float64, dropout 0: step losses, validation, LR plateaus, stops, best weights."""
+    refs = references(arch)
     models, dms = zip(*(build(arch, i, d, lr=0.05) for i, d in enumerate(DATA)))
-    settings = TrainSettings(max_epochs=epochs, patience=patience)
-    if pacing == "loop":  # members one after another, each with its own shipped model
-        trainer = LoopTrainer([m.double() for m in models], list(dms), settings, record_steps=True)
-    else:
-        trainer = EnsembleTrainer(
-            [m.double() for m in models], list(dms), settings, record_steps=True, pacing=pacing
-        )
-    outcomes = trainer.fit()
+    module, trainer = fit_ensemble(
+        [m.double() for m in models], dms, engine=engine, mode=mode, pacing=pacing
+    )
     assert len({len(r[0].losses) for r in refs}) > 1  # members had different step counts
-    assert any(r[1] < epochs for r in refs)  # some member stopped early (compaction ran)
-    for (record, ep, best_score, best_state), out in zip(refs, outcomes):
+    assert any(r[1] < EPOCHS for r in refs)  # some member stopped early (then masked)
+    assert trainer.current_epoch == max(r[1] for r in refs)  # should_stop once all stopped
+    last = [  # train/loss of the last epoch: the mean over its members of their mean step loss
+        np.mean(o.step_losses[-(o.steps // o.epochs):]) for o in module.outcomes()
+        if o.epochs == trainer.current_epoch
+    ]
+    assert float(trainer.callback_metrics["train/loss"]) == pytest.approx(np.mean(last), rel=1e-6)
+    for (record, ep, best_score, best_state), out in zip(refs, module.outcomes()):
         assert len(out.step_losses) == len(record.losses)
         np.testing.assert_allclose(out.step_losses, record.losses, rtol=1e-10, atol=1e-12)
         # validation values are logged (and compared) as float32, in both
         np.testing.assert_allclose(out.val_history, record.vals, rtol=1e-6)
         assert out.epochs == ep
+        assert out.steps == len(record.losses)
         assert out.best_val_loss == pytest.approx(best_score, rel=1e-6)
         for name, value in out.best_state.items():
             # Adam divides by sqrt(v): rounding in near-zero gradients grows to ~1e-9
@@ -180,9 +219,30 @@ def test_members_train_exactly_as_sequential_runs(arch, pacing, tmp_path):
 def test_negative_control_other_seed_changes_the_losses(tmp_path):
     record = sequential(*build("lstm", 0, DATA[0]), tmp_path, epochs=1, patience=10)[0]
     model, dm = build("lstm", 5, DATA[0])  # the wrong seed_everything
-    out = EnsembleTrainer([model.double()], [dm], TrainSettings(max_epochs=1), record_steps=True).fit()
+    out = fit_ensemble([model.double()], [dm], epochs=1, patience=10)[0].outcomes()
     assert len(out[0].step_losses) == len(record.losses)
     assert not np.allclose(out[0].step_losses, record.losses, rtol=1e-6)
+
+
+def test_members_of_one_architecture_are_sized_once():
+    """Sizing builds ~15 candidate networks: ensemble members share one search per architecture."""
+    from cfl_lightning.models import lstm, transformer
+
+    for cached, cls in ((lstm._hidden_size, LSTMLanguageModel),
+                        (transformer._sizes, TransformerLanguageModel)):
+        cached.cache_clear()
+        models = [cls(num_symbols=2, param_budget=9000 + 7, dropout=d) for d in (0.0, 0.1, 0.2)]
+        assert cached.cache_info().misses == 1 and cached.cache_info().hits == 2
+        assert len({m.num_parameters for m in models}) == 1
+        cls(num_symbols=3, param_budget=9000 + 7)  # negative control: another vocabulary
+        assert cached.cache_info().misses == 2
+
+
+def test_the_ensemble_layer_imports_no_cli():
+    """Building members from ``fit`` command lines is the CLI layer's (cli/ensemble_job.py)."""
+    from tests.test_layering import _offenders
+
+    assert _offenders("ensemble", "cfl_lightning.cli") == []
 
 
 def test_clip_rows_matches_clip_grad_norm():
@@ -197,25 +257,114 @@ def test_clip_rows_matches_clip_grad_norm():
         torch.testing.assert_close(clipped[i], p.grad)
 
 
-def test_stacked_adam_matches_torch_adam_and_freezes_inactive_rows():
+@pytest.mark.parametrize("how,per_row", [("rows", True), ("rows", False), ("active", False)])
+def test_stacked_adam_matches_torch_adam_and_freezes_inactive_rows(how, per_row):
     torch.manual_seed(0)
     start = torch.randn(2, 20, dtype=torch.float64)
-    stacked = start.clone().requires_grad_(True)
-    adam = StackedAdam(stacked, torch.tensor([0.01, 0.003], dtype=torch.float64))
+    stacked = torch.nn.Parameter(start.clone())
+    adam = StackedAdam(stacked, torch.tensor([0.01, 0.003], dtype=torch.float64), per_row=per_row)
     refs = [torch.nn.Parameter(start[i].clone()) for i in range(2)]
     opts = [torch.optim.Adam([refs[i]], lr=lr) for i, lr in enumerate((0.01, 0.003))]
     for step in range(6):
         grads = torch.randn(2, 20, dtype=torch.float64)
         active = torch.tensor([True, step % 2 == 0])
-        rows = None if bool(active.all()) else torch.nonzero(active)[:, 0]
-        adam.step(grads.clone() if rows is None else grads[rows].clone(), rows)
+        if how == "active":  # fixed shapes: every row computed, inactive ones masked
+            adam.update(torch.where(active[:, None], grads, 0.0), active=active)
+        else:
+            rows = None if bool(active.all()) else torch.nonzero(active)[:, 0]
+            adam.update(grads.clone() if rows is None else grads[rows].clone(), rows=rows)
         for i in range(2):
             if active[i]:
                 refs[i].grad = grads[i].clone()
                 opts[i].step()
     for i in range(2):
         torch.testing.assert_close(stacked.detach()[i], refs[i].detach(), rtol=1e-12, atol=1e-14)
+    assert adam.steps.tolist() == [6.0, 3.0]
     assert not torch.allclose(stacked.detach()[1], start[1])
+
+
+def test_stacked_adam_state_round_trips_in_place_and_keeps_float64_rates():
+    """Checkpointed state comes back into the same tensors (a CUDA graph holds their addresses),
+    with the learning rates in float64 (``Optimizer.load_state_dict`` would cast them)."""
+    param = torch.nn.Parameter(torch.zeros(2, 3))
+    lr = torch.tensor([0.01, 1e-3 / 3], dtype=torch.float64)
+    adam = StackedAdam(param, lr)
+    param.grad = torch.ones(2, 3)
+    adam.step()
+    saved = adam.state_dict()
+    other = StackedAdam(torch.nn.Parameter(torch.zeros(2, 3)), torch.zeros(2, dtype=torch.float64))
+    before = {k: v.data_ptr() for k, v in other.state[other.param].items()}
+    other.load_state_dict(saved)
+    state = other.state[other.param]
+    assert {k: v.data_ptr() for k, v in state.items()} == before
+    assert state["lr"].dtype == torch.float64 and torch.equal(state["lr"], lr)
+    assert torch.equal(state["exp_avg"], adam.state[adam.param]["exp_avg"])
+    with pytest.raises(ValueError, match="shape"):  # another ensemble's state
+        StackedAdam(torch.nn.Parameter(torch.zeros(3, 3)), torch.zeros(3)).load_state_dict(saved)
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [dict(factor=0.5, plateau_patience=0, threshold=0.0, patience=3, min_delta=0.0),
+     dict(factor=0.3, plateau_patience=2, threshold=0.05, cooldown=2, patience=4, min_delta=0.02),
+     dict(factor=0.5, plateau_patience=1, threshold=0.01, threshold_mode="abs", min_lr=2e-3,
+          patience=5, min_delta=0.0)],
+)
+def test_member_schedules_decide_as_torch_and_lightning(settings):
+    """Plateau LR (torch's scheduler), best score and early stop (Lightning's callback) of
+    random validation curves with ties, rises and NaN, one member per curve."""
+    from lightning.pytorch.callbacks import EarlyStopping
+
+    from cfl_lightning.ensemble import MemberSchedules
+
+    rng = np.random.default_rng(0)
+    curves = np.round(rng.uniform(0.5, 1.0, size=(6, 14)).cumsum(1)[:, ::-1] / 14, 1)
+    curves = curves.astype(np.float32)
+    curves[2, 5] = np.nan
+    curves[3, :] = curves[3, 0]  # flat: ties only
+    m, epochs = curves.shape
+    ours = MemberSchedules(m, **settings)
+    lr = torch.full((m,), 0.01, dtype=torch.float64)
+    expected = []  # per curve: (member, best score, stop epoch or None, LR after each epoch)
+    for i in range(m):
+        param = torch.nn.Parameter(torch.zeros(1))
+        opt = torch.optim.Adam([param], lr=0.01)
+        plateau = torch.optim.lr_scheduler.ReduceLROnPlateau(
+            opt, factor=settings["factor"], patience=settings["plateau_patience"],
+            threshold=settings["threshold"], threshold_mode=settings.get("threshold_mode", "rel"),
+            cooldown=settings.get("cooldown", 0), min_lr=settings.get("min_lr", 0.0),
+        )
+        stopper = EarlyStopping("v", patience=settings["patience"], min_delta=settings["min_delta"])
+        best, stopped_at, lrs = math.inf, None, []
+        for e in range(epochs):
+            value = torch.tensor(curves[i, e])
+            plateau.step(float(value))
+            lrs.append(opt.param_groups[0]["lr"])
+            if math.isfinite(float(value)) and float(value) < best:
+                best = float(value)
+            if stopper._evaluate_stopping_criteria(value)[0]:
+                stopped_at = e
+                break
+        expected.append((i, best, stopped_at, lrs))
+    seen_lr = [[] for _ in range(m)]
+    for e in range(epochs):
+        live = ~ours.stopped
+        _, lr = ours.update(torch.from_numpy(curves[:, e]), lr, live)
+        for i in range(m):
+            if live[i]:
+                seen_lr[i].append(float(lr[i]))
+    for i, best, stopped_at, lrs in expected:
+        assert seen_lr[i] == lrs, i
+        assert bool(ours.stopped[i]) == (stopped_at is not None), i
+        assert int(ours.epochs[i]) == (epochs if stopped_at is None else stopped_at + 1), i
+        assert float(ours.best[i]) == best, i
+    assert any(s is not None for _, _, s, _ in expected)  # some stopped
+    assert any(len(set(x)) > 1 for x in seen_lr)  # some LR was reduced
+    # negative control: one more patience changes the decisions
+    other = MemberSchedules(m, **{**settings, "patience": settings["patience"] + 1})
+    for e in range(epochs):
+        other.update(torch.from_numpy(curves[:, e]), lr, ~other.stopped)
+    assert not torch.equal(other.epochs, ours.epochs)
 
 
 @pytest.mark.slow
@@ -233,7 +382,8 @@ def test_final_validation_kl_agrees_with_sequential_runs_across_seeds(tmp_path):
         for s in seeds
     ]
     models, dms = zip(*(build("lstm", s, data, dropout=0.1) for s in seeds))
-    ens = [o.best_val_loss for o in EnsembleTrainer(list(models), list(dms), TrainSettings(max_epochs=epochs)).fit()]
+    module = fit_ensemble(models, dms, epochs=epochs, patience=10, engine="stacked")[0]
+    ens = [o.best_val_loss for o in module.outcomes()]
 
     def welch_z(a, b):
         a, b = np.asarray(a), np.asarray(b)
@@ -317,12 +467,13 @@ def test_hand_written_lstm_backward_equals_autograd():
 
 @pytest.mark.parametrize("model", ["LSTMLanguageModel", "TransformerLanguageModel"])
 def test_cli_built_member_has_the_sequential_runs_initialisation(model, tmp_path):
-    from cfl_lightning.ensemble.members import NotEnsembleable, build_member
+    from cfl_lightning.cli.ensemble_job import build_member
+    from cfl_lightning.ensemble import NotEnsembleable
 
     args = ["--config", "configs/parity_starfree.yaml", "--seed_everything=3",
             "--data.cache_dir=none", f"--trainer.default_root_dir={tmp_path}", f"--model={model}",
             "--trainer.logger=false"]
-    member = build_member("m", args)
+    member, settings = build_member("m", args)
     hparams = {k: v for k, v in member.model.hparams.items() if not k.startswith("_")}
     lightning.seed_everything(3, verbose=False)
     dm = PFADataModule(generator="parity_resampled", weight_seed=1, intervention="exact",
@@ -331,78 +482,163 @@ def test_cli_built_member_has_the_sequential_runs_initialisation(model, tmp_path
     assert dm.num_symbols == hparams["num_symbols"]
     for (name, a), b in zip(ref.state_dict().items(), member.model.state_dict().values()):
         assert torch.equal(a, b), name
-    assert member.settings == TrainSettings(max_epochs=1000, gradient_clip_val=5.0, patience=10)
-    with pytest.raises(NotEnsembleable, match="accumulate_grad_batches"):
-        build_member("m", [*args, "--trainer.accumulate_grad_batches=2"])
+    assert settings == TrainSettings(max_epochs=1000, gradient_clip_val=5.0, patience=10)
+    _, refused = build_member("m", [*args, "--trainer.accumulate_grad_batches=2"])
+    assert isinstance(refused, NotEnsembleable) and "accumulate_grad_batches" in str(refused)
 
 
-def test_predict_feeds_the_decomposed_kl_the_same_as_the_model():
-    from cfl_lightning.metrics import DecomposedKL
+@pytest.mark.parametrize("engine", ["stacked", "loop"])
+def test_test_step_gives_each_member_its_own_decomposed_kl(engine):
+    """One metric for all members (packed or looped) = each model's own ``DecomposedKL`` and
+    ``StateVisits`` on its own test batches, importance weights included."""
+    from cfl_lightning.metrics import DecomposedKL, StateVisits
 
-    data = [dict(seed=0, count=30, num_strings=40), dict(seed=1, count=60, num_strings=90)]
+    data = [dict(seed=0, count=30, num_strings=40, test_strings=30),
+            dict(seed=1, count=60, num_strings=90, test_strings=50, test_target_strings=20),
+            dict(seed=2, count=30, num_strings=20, test_strings=0)]
     models, dms = zip(*(build("lstm", i, d) for i, d in enumerate(data)))
-    for dm in dms:  # some test strings
-        dm.hparams.test_strings = 30 + 20 * int(dm.hparams.seed)
-    trainer = EnsembleTrainer([m.double() for m in models], list(dms))
-    metrics = [DecomposedKL(dm.pfsa) for dm in dms]
-    trainer.predict(
-        "test", [m.state_dict() for m in models],
-        lambda i, lp, st, mask: metrics[i].update(lp, st, mask),
-    )
-    for model, dm, metric in zip(models, dms, metrics):
-        ref = DecomposedKL(dm.pfsa)
+    module = EnsembleLanguageModel([m.double() for m in models], list(dms), engine=engine)
+    trainer = lightning.Trainer(logger=False, enable_progress_bar=False, accelerator="cpu",
+                                enable_model_summary=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer.test(module, verbose=False)
+    assert module.test_results[2] == (None, None)  # no test strings: nothing measured
+    for model, dm, (got, visits) in zip(models[:2], dms[:2], module.test_results[:2]):
+        ref, ref_visits = DecomposedKL(dm.pfsa), StateVisits(dm.pfsa.num_states)
         model.eval()
         with torch.no_grad():
             for batch in dm.test_dataloader():
-                ref.update(model(batch["input_ids"]), batch["states"], batch["mask"].bool())
-        got, want = metric.compute(), ref.compute()
+                mask = batch["mask"].bool()
+                ref.update(model(batch["input_ids"]), batch["states"], mask, batch.get("weights"))
+                ref_visits.update(batch["states"], mask)
+        want = ref.compute()
         assert float(want["total"]) > 0
         for key in want:
             torch.testing.assert_close(got[key], want[key], rtol=1e-10, atol=1e-12, equal_nan=True)
+        assert torch.equal(visits, ref_visits.compute())
+    assert dms[1].test_weights() is not None  # the weighted case was exercised
+    # negative control: another member's numbers are not these
+    assert float(module.test_results[0][0]["total"]) != float(module.test_results[1][0]["total"])
+
+
+@pytest.mark.parametrize("arch", ["lstm", "transformer"])
+def test_bucketed_shapes_leave_every_real_position_unchanged(arch):
+    """Padding a packed step to a bucket (more rows, longer rows) changes no real position."""
+    models, dms = zip(*(build(arch, i, d) for i, d in enumerate(DATA)))
+    models = [m.double().eval() for m in models]
+    packed = PackedCorpora(
+        [d.tokenized("train") for d in dms], [d.batches("train") for d in dms],
+        [d.pfsa.next_symbol_probs() for d in dms], dms[0].pad_id,
+    )
+    layout, net = ParameterLayout.of(models[0]), stacked_network(models[0])
+    views = layout.views(layout.stack(models))
+    ids = np.array([packed.first_batch[0] + 1, -1, packed.first_batch[2]])
+    rows, length = packed.shape(ids)
+    out = {}
+    for shape in ((rows, length), (bucket(rows + 1), bucket(length + 3))):
+        batch = packed.step(ids, shape)
+        log_probs = net(views, batch.input_ids, batch.position, batch.slot, False)
+        out[shape] = (log_probs[batch.mask], batch.target_probs[batch.mask], batch.strings)
+    small, big = out.values()
+    assert big[0].shape == small[0].shape and torch.equal(big[2], small[2])
+    torch.testing.assert_close(big[0], small[0], rtol=1e-12, atol=1e-12)
+    assert torch.equal(big[1], small[1])
+    assert [bucket(n) for n in (1, 5, 7, 9, 13, 33, 100)] == [1, 6, 8, 12, 16, 48, 128]
+
+
+def test_a_step_with_every_member_idle_changes_nothing():
+    """The CUDA graph warm-up trains no member: every parameter and Adam state stays bitwise."""
+    from cfl_lightning.ensemble.step import TrainStep
+
+    models, dms = zip(*(build("lstm", i, d) for i, d in enumerate(DATA)))
+    for dm in dms:
+        dm.setup("fit")
+    layout = ParameterLayout.of(models[0])
+    param = torch.nn.Parameter(layout.stack(models))
+    adam = StackedAdam(param, torch.full((3,), 0.01, dtype=torch.float64))
+    packed = PackedCorpora(
+        [d.tokenized("train") for d in dms], [d.batches("train") for d in dms],
+        [d.pfsa.next_symbol_probs() for d in dms], dms[0].pad_id,
+    )
+    step = TrainStep(stacked_network(models[0]), layout, param, adam, packed, "kl", 5.0, "static")
+    step(np.array([packed.first_batch[0], -1, packed.first_batch[2]]))  # a real step first
+    before = [t.clone() for t in (param.detach(), *adam.state[param].values())]
+    step(np.array([-1, -1, -1]))
+    after = [param.detach(), *adam.state[param].values()]
+    assert all(torch.equal(a, b) for a, b in zip(before, after))
+    step(np.array([packed.first_batch[0], -1, -1]))  # negative control: a real step moves
+    assert not torch.equal(before[0][0], param.detach()[0])
+    assert torch.equal(before[0][1], param.detach()[1])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("arch", ["lstm", "transformer"])
+def test_cuda_graph_steps_equal_the_eager_fixed_shape_steps(arch):
+    """Captured and replayed per bucket, the step updates every member as the eager one does."""
+    from cfl_lightning.ensemble.step import TrainStep
+
+    models, dms = zip(*(build(arch, i, d) for i, d in enumerate(DATA)))
+    for dm in dms:
+        dm.setup("fit")
+    layout = ParameterLayout.of(models[0])
+    packed = PackedCorpora(
+        [d.tokenized("train") for d in dms], [d.batches("train") for d in dms],
+        [d.pfsa.next_symbol_probs() for d in dms], dms[0].pad_id, device="cuda",
+    )
+    rng = np.random.default_rng(0)
+    plan = [np.array([packed.first_batch[m] + int(rng.integers(packed.num_batches[m]))
+                      if rng.random() < 0.8 else -1 for m in range(3)]) for _ in range(12)]
+    out = {}
+    for mode in ("static", "graph"):
+        param = torch.nn.Parameter(layout.stack([m.double() for m in models]).cuda())
+        adam = StackedAdam(param, torch.full((3,), 0.01, dtype=torch.float64))
+        step = TrainStep(stacked_network(models[0]), layout, param, adam, packed, "kl", 5.0, mode)
+        losses = [step(ids, record=True) for ids in plan]
+        out[mode] = (param.detach().cpu(), torch.stack(losses), step.captures)
+    torch.testing.assert_close(out["graph"][0], out["static"][0], rtol=1e-9, atol=1e-12)
+    torch.testing.assert_close(out["graph"][1], out["static"][1], rtol=1e-9, atol=1e-12,
+                               equal_nan=True)
+    assert out["graph"][2] >= 1 and out["static"][2] == 0
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["batched", "loop"])
-def test_ensemble_members_write_the_results_their_own_fit_writes(backend, tmp_path, monkeypatch):
-    """run_members vs ``python -m cfl_lightning fit`` (in-process) on the same arguments."""
-    import json
+def test_a_resumed_fit_equals_the_uninterrupted_one(tmp_path):
+    """Stop after 2 epochs with a checkpoint, resume to 6 in a new module: the same run."""
+    def members():
+        models, dms = zip(*(build("lstm", i, d, lr=0.05) for i, d in enumerate(DATA)))
+        return [m.double() for m in models], dms
 
-    from cfl_lightning.cli.train import main as fit_main
-    from cfl_lightning.ensemble.run import BACKEND_ENV, run_members
+    whole = fit_ensemble(*members(), patience=3)[0]
+    first, _ = fit_ensemble(*members(), epochs=2, patience=3,
+                            callbacks=[LastCheckpoint(tmp_path)])
+    path = tmp_path / "last.ckpt"
+    assert path.is_file() and not list(tmp_path.glob(".*tmp"))
+    torch.load(path, weights_only=True)  # plain tensors and containers
+    rest, trainer = fit_ensemble(*members(), patience=3, ckpt_path=path)
+    for a, b, c in zip(whole.outcomes(), rest.outcomes(), first.outcomes()):
+        assert b.epochs == a.epochs and b.steps == a.steps and b.stopped_early == a.stopped_early
+        assert b.best_val_loss == a.best_val_loss
+        assert c.val_history + b.val_history == a.val_history
+        assert c.step_losses + b.step_losses == a.step_losses
+        for name in a.best_state:
+            assert torch.equal(a.best_state[name], b.best_state[name]), name
+    # the checkpoint belongs to these members only
+    models, dms = members()
+    other = EnsembleLanguageModel(models, dms, names=["x", "y", "z"])
+    trainer = lightning.Trainer(max_epochs=3, logger=False, enable_progress_bar=False,
+                                reload_dataloaders_every_n_epochs=1, num_sanity_val_steps=0,
+                                enable_checkpointing=False, accelerator="cpu")
+    with pytest.raises(ValueError, match="not of this ensemble"):
+        trainer.fit(other, ckpt_path=path, weights_only=True)
 
-    monkeypatch.setenv(BACKEND_ENV, backend)
 
-    def args(seed: int, root) -> list[str]:
-        return ["--config", "configs/parity_starfree.yaml", f"--seed_everything={seed}",
-                "--data.num_strings=40", "--data.count=80", "--data.val_strings=20",
-                "--data.test_strings=30", "--data.cache_dir=none", "--trainer.max_epochs=3",
-                "--model.init_args.dropout=0", "--model.init_args.param_budget=8000",
-                f"--trainer.default_root_dir={root}"]
-
-    seeds = (0, 1)
-    for seed in seeds:
-        assert fit_main(["fit", *args(seed, tmp_path / "plain" / str(seed))]) == 0
-    status = run_members(
-        [{"name": f"s{seed}", "args": args(seed, tmp_path / "ens" / str(seed))} for seed in seeds]
-    )
-    assert status == {"s0": None, "s1": None}
-    for seed in seeds:
-        (plain,) = (tmp_path / "plain" / str(seed)).rglob("results.json")
-        (ens,) = (tmp_path / "ens" / str(seed)).rglob("results.json")
-        assert plain.relative_to(tmp_path / "plain" / str(seed)) == ens.relative_to(
-            tmp_path / "ens" / str(seed)
-        )
-        a, b = json.loads(plain.read_text()), json.loads(ens.read_text())
-        assert list(a) == list(b)
-        for key in ("model", "intervention", "event", "count", "realized_count", "num_strings",
-                    "num_parameters", "seed", "automaton_id", "epochs", "occurrences"):
-            assert a[key] == b[key], key
-        assert b["kl_total"] == pytest.approx(a["kl_total"], rel=1e-4)
-        assert b["best_val_loss"] == pytest.approx(a["best_val_loss"], rel=1e-5)
-        assert b["kl"]["state"] == pytest.approx(a["kl"]["state"], rel=1e-3, abs=1e-7)
-        # the same config but for the run directory
-        moved = json.dumps(a["config"]).replace(str(tmp_path / "plain"), str(tmp_path / "ens"))
-        assert json.loads(moved) == b["config"]
+def test_trainer_settings_the_ensemble_cannot_honour_are_refused():
+    models, dms = zip(*(build("lstm", i, d) for i, d in enumerate(DATA[:1])))
+    trainer = lightning.Trainer(max_epochs=1, logger=False, enable_progress_bar=False,
+                                enable_checkpointing=False, accelerator="cpu")
+    with pytest.raises(ValueError, match="reload_dataloaders_every_n_epochs=1"):
+        trainer.fit(EnsembleLanguageModel(list(models), list(dms)))
 
 
 def _points(params_list, root):
@@ -428,7 +664,7 @@ def test_plan_jobs_groups_by_shared_hyperparameters(tmp_path):
         assert len({j.params["model"] for j in job.points}) == 1
     jobs, _ = plan_jobs(config, points[:6], tmp_path, ensemble=8, parallel=3, write=False)
     assert sorted(len(j.points) for j in jobs) == [2, 2, 2]  # split to keep 3 processes busy
-    assert jobs[0].command[-3:-1] == ("-m", "cfl_lightning.ensemble")
+    assert jobs[0].command[-3:-1] == ("-m", "cfl_lightning.cli.ensemble_job")
     assert fit_args(["python", "-m", "cfl_lightning", "fit", "--a=1"]) == ["--a=1"]
     other = {"command": ["${env}", "${interpreter}", "train.py", "${args}"]}
     jobs, plain = plan_jobs(other, points, tmp_path, ensemble=4, write=False)

@@ -1,32 +1,31 @@
-"""Ensembles: many training runs of one architecture in one process, as one batched model.
+"""Ensembles: many training runs of one architecture in one process, as one LightningModule.
 
-``EnsembleTrainer`` trains M members (each a shipped ``LanguageModel`` instance built under its
-own seed, with its own ``PFADataModule``) with stacked ``[M, ...]`` weights: every member gets the
-initialisation, data order, clipping, Adam state, LR schedule, early stopping and best checkpoint
-of its own sequential run. :mod:`~cfl_lightning.ensemble.run` trains ``fit`` command lines this
-way (``python -m cfl_lightning.ensemble SPEC.json``) and writes each member's ``results.json``;
-:mod:`~cfl_lightning.ensemble.sweep` groups a sweep's points into such jobs
-(``python -m cfl_lightning sweep ... --ensemble M``). The CLI-facing modules (``members``,
-``evaluate``, ``run``, ``sweep``) import Lightning and are not imported here.
+:class:`EnsembleLanguageModel` holds M members (each a shipped ``LanguageModel`` instance built
+under its own seed, with its own ``PFADataModule``) as stacked ``[M, ...]`` weights and trains
+them with a plain ``lightning.Trainer``: every member gets the initialisation, data order,
+clipping, Adam state, LR schedule, early stopping and best weights of its own sequential run,
+and its own test. :class:`LastCheckpoint` makes a killed ensemble resumable. The CLI layer runs
+``fit`` command lines this way (``python -m cfl_lightning.cli.ensemble_job SPEC.json``, started
+by ``python -m cfl_lightning sweep --ensemble M``) and writes each member's ``results.json``
+(:mod:`cfl_lightning.ensemble.results`).
 """
 
+from cfl_lightning.ensemble.checkpoint import LastCheckpoint
 from cfl_lightning.ensemble.lstm import StackedLSTM
+from cfl_lightning.ensemble.module import EnsembleLanguageModel, MemberOutcome, stacked_network
 from cfl_lightning.ensemble.optim import StackedAdam, clip_rows_
 from cfl_lightning.ensemble.packing import PackedBatch, PackedCorpora
-from cfl_lightning.ensemble.schedule import MemberSchedule
+from cfl_lightning.ensemble.schedule import MemberSchedules
+from cfl_lightning.ensemble.settings import NotEnsembleable, TrainSettings
 from cfl_lightning.ensemble.stacking import ParameterLayout
-from cfl_lightning.ensemble.trainer import (
-    EnsembleTrainer,
-    MemberOutcome,
-    TrainSettings,
-    stacked_network,
-)
 from cfl_lightning.ensemble.transformer import StackedTransformer
 
 __all__ = [
-    "EnsembleTrainer",
+    "EnsembleLanguageModel",
     "MemberOutcome",
     "TrainSettings",
+    "NotEnsembleable",
+    "LastCheckpoint",
     "stacked_network",
     "StackedLSTM",
     "StackedTransformer",
@@ -34,6 +33,6 @@ __all__ = [
     "clip_rows_",
     "PackedBatch",
     "PackedCorpora",
-    "MemberSchedule",
+    "MemberSchedules",
     "ParameterLayout",
 ]

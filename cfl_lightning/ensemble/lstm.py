@@ -53,19 +53,17 @@ class StackedLSTM:
         num_layers: LSTM layers.
         dropout: dropout probability (embeddings, between layers, before the output layer).
         recurrence: ``"function"`` (default: :func:`~cfl_lightning.ensemble.recurrence.
-            lstm_recurrence`, a hand-written backward through time), ``"autograd"`` (the loop of
-            :func:`lstm_cell` under autograd) or ``"compiled"`` (that loop with the cell
-            through ``torch.compile``).
+            lstm_recurrence`, a hand-written backward through time) or ``"autograd"`` (the loop
+            of :func:`lstm_cell` under autograd; the reference of the tests).
     """
 
-    RECURRENCES = ("function", "autograd", "compiled")
+    RECURRENCES = ("function", "autograd")
 
     def __init__(self, num_layers: int, dropout: float, recurrence: str = "function") -> None:
         self.num_layers, self.dropout = int(num_layers), float(dropout)
         if recurrence not in self.RECURRENCES:
             raise ValueError(f"recurrence must be one of {self.RECURRENCES}, got {recurrence!r}")
         self.recurrence = recurrence
-        self._compiled = None
 
     @classmethod
     def from_model(cls, model: torch.nn.Module) -> StackedLSTM:
@@ -93,7 +91,7 @@ class StackedLSTM:
         for layer in range(self.num_layers):
             if layer > 0:
                 x = F.dropout(x, p, training)
-            x = self._layer(w, layer, x, keep, self._cell())
+            x = self._layer(w, layer, x, keep)
         x = F.dropout(x, p, training)
         hidden = x.shape[-1]
         logits = torch.baddbmm(
@@ -103,14 +101,7 @@ class StackedLSTM:
         )
         return torch.log_softmax(logits, dim=-1).view(members, rows, length, -1)
 
-    def _cell(self):
-        if self.recurrence != "compiled":
-            return lstm_cell
-        if self._compiled is None:
-            self._compiled = torch.compile(lstm_cell, dynamic=True)
-        return self._compiled
-
-    def _layer(self, w: dict[str, Tensor], layer: int, x: Tensor, keep: Tensor, cell) -> Tensor:
+    def _layer(self, w: dict[str, Tensor], layer: int, x: Tensor, keep: Tensor) -> Tensor:
         members, rows, length, width = x.shape
         w_ih, w_hh = w[f"net.lstm.weight_ih_l{layer}"], w[f"net.lstm.weight_hh_l{layer}"]
         bias = (w[f"net.lstm.bias_ih_l{layer}"] + w[f"net.lstm.bias_hh_l{layer}"]).unsqueeze(1)
@@ -125,6 +116,6 @@ class StackedLSTM:
         c = x.new_zeros(members, rows, hidden)
         outputs = []
         for t in range(length):
-            h, c = cell(gates_in[:, :, t], h, c, keep[:, :, t], w_hh_t)
+            h, c = lstm_cell(gates_in[:, :, t], h, c, keep[:, :, t], w_hh_t)
             outputs.append(h)
         return torch.stack(outputs, dim=2)

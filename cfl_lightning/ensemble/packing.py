@@ -24,7 +24,7 @@ from torch import Tensor
 
 from cfl_lightning.data.batching import TokenizedCorpus
 
-__all__ = ["PackedBatch", "PackedCorpora"]
+__all__ = ["PackedBatch", "PackedCorpora", "bucket"]
 
 
 @dataclass
@@ -41,6 +41,8 @@ class PackedBatch:
             string: recurrent state is reset there; sinusoidal positions use it).
         slot: ``[M, R, L]`` int64 slot id inside the row (attention stays inside a slot).
         strings: ``[M]`` number of strings of each member's batch (0 for an idle member).
+        weights: ``[M, R, L]`` float64 importance weight of each cell's string (0 off ``mask``),
+            or None when no member's corpus has weights.
     """
 
     input_ids: Tensor
@@ -51,6 +53,7 @@ class PackedBatch:
     position: Tensor
     slot: Tensor
     strings: Tensor
+    weights: Tensor | None = None
 
 
 class PackedCorpora:
@@ -64,6 +67,8 @@ class PackedCorpora:
             (``PFSA.next_symbol_probs()``); ``S`` must be the same for all members.
         pad_id: the padding token id (``S + 2``).
         device: where the packed tensors live.
+        weights: per member, ``[K_m]`` importance weights of its strings or None (all 1; e.g.
+            ``PFADataModule.test_weights()``); packed batches then carry ``weights``.
     """
 
     def __init__(
@@ -73,6 +78,7 @@ class PackedCorpora:
         probs: list[Tensor],
         pad_id: int,
         device: torch.device | str = "cpu",
+        weights: list[Tensor | None] | None = None,
     ) -> None:
         if not (len(corpora) == len(batches) == len(probs)) or not corpora:
             raise ValueError("corpora, batches and probs need one entry per member (M >= 1)")
@@ -113,6 +119,12 @@ class PackedCorpora:
         self.batch_start = put(torch.tensor(batch_start, dtype=torch.long))
         self.batch_size = put(torch.tensor(batch_size, dtype=torch.long))
         self.batch_width = put(torch.tensor(batch_width, dtype=torch.long))
+        self.string_weight: Tensor | None = None
+        if weights is not None and any(w is not None for w in weights):
+            self.string_weight = put(torch.cat([
+                torch.ones(len(c), dtype=torch.float64) if w is None else w.to(torch.float64).cpu()
+                for c, w in zip(corpora, weights)
+            ]))
         #: host copies of the batch sizes and widths (sizing steps without a device sync)
         self.sizes = np.asarray(batch_size, dtype=np.int64)
         self.widths = np.asarray(batch_width, dtype=np.int64)
@@ -131,15 +143,26 @@ class PackedCorpora:
         rows = int(np.max(-(-size // (length // width))))
         return max(rows, 1), length
 
-    def step(self, batch_ids: np.ndarray) -> PackedBatch:
+    def step(self, batch_ids: np.ndarray, shape: tuple[int, int] | None = None) -> PackedBatch:
         """Pack one step: member ``m`` contributes global batch ``batch_ids[m]`` (``-1``: idle).
 
         Args:
             batch_ids: ``[M']`` int64 global batch ids (``M'`` may be fewer than the members:
                 the live ones of a compacted ensemble).
+            shape: ``(R, L)`` at least :meth:`shape` ``(batch_ids)`` (a bucket); default: that.
         """
-        rows, length = self.shape(batch_ids)
+        rows, length = self.shape(batch_ids) if shape is None else shape
         ids = torch.as_tensor(batch_ids, dtype=torch.long).to(self.device, non_blocking=True)
+        return self.pack(ids, rows, length)
+
+    def pack(self, ids: Tensor, rows: int, length: int) -> PackedBatch:
+        """:meth:`step` on the device: ``ids`` ``[M']`` int64 global batch ids (``-1``: idle).
+
+        Only tensor operations with shapes fixed by ``(M', rows, length)``, no host
+        synchronization: this can be captured in a CUDA graph, ``ids`` being a static input.
+        ``(rows, length)`` must be at least the natural :meth:`shape` of the ids; extra rows and
+        columns are padding (``mask`` False).
+        """
         idle = ids < 0
         gb = ids.clamp_min(0)
         size = torch.where(idle, 0, self.batch_size[gb])  # [M]
@@ -158,6 +181,9 @@ class PackedCorpora:
         mask = in_slot & (position < self.string_len[string])
         flat = torch.where(mask, self.string_offset[string] + position, 0)
         pad = torch.full_like(flat, self.pad_id)
+        weights = None
+        if self.string_weight is not None:
+            weights = torch.where(mask, self.string_weight[string], 0.0)
         return PackedBatch(
             input_ids=torch.where(mask, self.inputs[flat], pad),
             target_ids=torch.where(mask, self.targets[flat], pad),
@@ -167,5 +193,22 @@ class PackedCorpora:
             position=position.expand(mask.shape[0], rows, length),
             slot=slot_in_row.expand(mask.shape[0], rows, length),
             strings=size,
+            weights=weights,
         )
 
+
+def bucket(size: int) -> int:
+    """``size`` rounded up to the next of 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, ... (``2^k``, ``3 * 2^k``).
+
+    Packed steps are padded to bucketed ``(rows, length)`` so that a few shapes recur (one CUDA
+    graph each) at a cost of at most 1.5x the cells per dimension.
+
+    Example:
+        >>> [bucket(n) for n in (1, 5, 7, 9, 13, 33, 100)]
+        [1, 6, 8, 12, 16, 48, 128]
+    """
+    if size <= 2:
+        return max(int(size), 1)
+    power = 1 << (int(size) - 1).bit_length()  # next power of two >= size
+    three = 3 * power // 4
+    return three if three >= size else power

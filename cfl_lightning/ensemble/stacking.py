@@ -73,6 +73,10 @@ class ParameterLayout:
             for name, shape, part in zip(self.names, self.shapes, parts)
         }
 
+    def row_views(self, row: Tensor) -> dict[str, Tensor]:
+        """Named views of one member's ``[P]`` row, shaped as the model's parameters."""
+        return {name: part[0] for name, part in self.views(row.unsqueeze(0)).items()}
+
     def state_dict(self, row: Tensor) -> dict[str, Tensor]:
         """One member's ``{name: tensor}`` from its ``[P]`` row (for ``load_state_dict``)."""
         return {

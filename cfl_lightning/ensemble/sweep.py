@@ -3,8 +3,8 @@
 Points that differ only in ``data.*`` and ``seed_everything`` share the architecture and
 hyperparameters and can be trained together; they are grouped, and each group is cut into
 jobs of at most M members, more jobs when that is needed to keep ``parallel`` processes busy
-(the sizes balanced, members dealt round-robin so that slow grid values spread over the jobs). A job is one process, ``python -m cfl_lightning.ensemble SPEC.json``
-(:mod:`cfl_lightning.ensemble.run`), started in ``OUTPUT/.ensembles/`` where its spec and log
+(the sizes balanced, members dealt round-robin so that slow grid values spread over the jobs). A job is one process, ``python -m cfl_lightning.cli.ensemble_job SPEC.json``
+(:mod:`cfl_lightning.cli.ensemble_job`), started in ``OUTPUT/.ensembles/`` where its spec and log
 live; each member still writes into its own point directory (``--trainer.default_root_dir``,
 as the plain runner passes it), so resuming and ``analyze`` see the same files. Points whose
 command is not ``... -m cfl_lightning fit ...`` are left to the plain runner.
@@ -124,12 +124,12 @@ def plan_jobs(
     jobs = []
     for chunk in chunks:
         spec_members = [{"name": p.name, "args": args[p.name]} for p in chunk]
-        text = json.dumps(spec_members, indent=1) + "\n"
+        text = json.dumps({"members": spec_members, "checkpoint_dir": None}, indent=1) + "\n"
         digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:10]
         spec, log = folder / f"{digest}.json", folder / f"{digest}.log"
         if write:
             folder.mkdir(parents=True, exist_ok=True)
             atomic_write_text(spec, text)
-        command = (sys.executable, "-m", "cfl_lightning.ensemble", str(spec))
+        command = (sys.executable, "-m", "cfl_lightning.cli.ensemble_job", str(spec))
         jobs.append(EnsembleJob(tuple(chunk), command, spec, log))
     return jobs, plain

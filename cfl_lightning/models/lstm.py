@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Optional
 
 import torch
@@ -41,6 +42,16 @@ class _LSTMNet(nn.Module):
     def forward(self, input_ids: Tensor) -> Tensor:
         hidden, _ = self.lstm(self.dropout(self.embedding(input_ids)))
         return self.output(self.dropout(hidden))
+
+
+@functools.lru_cache(maxsize=256)
+def _hidden_size(vocab_size: int, num_classes: int, num_layers: int, budget: int) -> int:
+    """The largest hidden size within ``budget`` (cached: ensemble members share their sizing)."""
+
+    def count(size: int) -> int:
+        return count_parameters(_LSTMNet(vocab_size, num_classes, size, num_layers, 0.0, "meta"))
+
+    return largest_within_budget(count, budget)
 
 
 class LSTMLanguageModel(LanguageModel):
@@ -90,14 +101,11 @@ class LSTMLanguageModel(LanguageModel):
             loss=loss,
         )
 
-        def count(size: int) -> int:
-            return count_parameters(
-                _LSTMNet(self.vocab_size, self.num_classes, size, num_layers, dropout, "meta")
-            )
-
         if hidden_size is not None and hidden_size < 1:
             raise ValueError(f"hidden_size must be >= 1, got {hidden_size}")
-        size = largest_within_budget(count, param_budget) if hidden_size is None else hidden_size
+        size = hidden_size
+        if size is None:
+            size = _hidden_size(self.vocab_size, self.num_classes, num_layers, param_budget)
         self.hidden_size = int(size)
         self.net = _LSTMNet(
             self.vocab_size, self.num_classes, self.hidden_size, num_layers, dropout

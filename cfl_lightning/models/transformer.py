@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Optional
 
@@ -54,6 +55,36 @@ class _TransformerNet(nn.Module):
         causal = nn.Transformer.generate_square_subsequent_mask(length, device=x.device)
         hidden = self.layers(x, mask=causal, is_causal=True)
         return self.output(self.norm(hidden))
+
+
+@functools.lru_cache(maxsize=256)
+def _sizes(
+    vocab_size: int, num_classes: int, num_heads: int, num_layers: int, budget: int,
+    d_model: int | None, feedforward_size: int | None,
+) -> tuple[int, int]:
+    """``(d_model, feedforward_size)`` within ``budget`` (cached: ensemble members share their
+    sizing); explicit values are kept."""
+
+    def count(width: int, ff: int) -> int:
+        net = _TransformerNet(vocab_size, num_classes, width, num_heads, ff, num_layers, 0.0, "meta")
+        return count_parameters(net)
+
+    width = d_model
+    if width is None:
+        fixed_ff = feedforward_size
+        width = largest_within_budget(
+            lambda w: count(w, 4 * w if fixed_ff is None else fixed_ff),
+            budget,
+            low=num_heads,
+            step=num_heads,
+        )
+    ff = feedforward_size
+    if ff is None:
+        if count(width, 4 * width) <= budget:
+            ff = largest_within_budget(lambda f: count(width, f), budget, low=4 * width)
+        else:  # an explicit d_model over the budget: keep the conventional 4x
+            ff = 4 * width
+    return int(width), int(ff)
 
 
 class TransformerLanguageModel(LanguageModel):
@@ -121,27 +152,10 @@ class TransformerLanguageModel(LanguageModel):
         if feedforward_size is not None and feedforward_size < 1:
             raise ValueError(f"feedforward_size must be >= 1, got {feedforward_size}")
 
-        def count(width: int, ff: int) -> int:
-            net = _TransformerNet(
-                self.vocab_size, self.num_classes, width, num_heads, ff, num_layers, dropout, "meta"
-            )
-            return count_parameters(net)
-
-        width = d_model
-        if width is None:
-            fixed_ff = feedforward_size
-            width = largest_within_budget(
-                lambda w: count(w, 4 * w if fixed_ff is None else fixed_ff),
-                param_budget,
-                low=num_heads,
-                step=num_heads,
-            )
-        ff = feedforward_size
-        if ff is None:
-            if count(width, 4 * width) <= param_budget:
-                ff = largest_within_budget(lambda f: count(width, f), param_budget, low=4 * width)
-            else:  # an explicit d_model over the budget: keep the conventional 4x
-                ff = 4 * width
+        width, ff = _sizes(
+            self.vocab_size, self.num_classes, num_heads, num_layers, param_budget, d_model,
+            feedforward_size,
+        )
         self.d_model, self.feedforward_size, self.num_heads = int(width), int(ff), int(num_heads)
         self.net = _TransformerNet(
             self.vocab_size, self.num_classes, self.d_model, num_heads, self.feedforward_size,

@@ -1,12 +1,10 @@
-"""Ensemble members built exactly as ``python -m cfl_lightning fit ARGS`` builds its run.
+"""The Trainer and callback settings of a ``fit`` run that an ensemble reproduces.
 
-Each member is the training CLI itself, instantiated without running
-(``build_cli(ARGS, run=False)``): it seeds with the run's ``seed_everything`` and then builds the
-data module, the model and the Trainer (loggers, callbacks, directories) from the same config
-resolution, so a member's initial weights, corpus and output paths are its sequential run's.
-The ensemble then takes over the training; :func:`train_settings` reads the Trainer and
-callback settings that it reproduces, and refuses (:class:`NotEnsembleable`) any that it does
-not, so that such a run is trained the ordinary way instead.
+A member of an ensemble is a run of ``python -m cfl_lightning fit ARGS`` (built by the CLI layer,
+:mod:`cfl_lightning.cli.ensemble_job`). :func:`train_settings` reads, from the run's parsed
+config, the settings the ensemble reproduces (:class:`TrainSettings`) and refuses
+(:class:`NotEnsembleable`) any that it does not, so that such a run is trained the ordinary way
+instead; :func:`ensemble_key` says which members can share an ensemble.
 """
 
 from __future__ import annotations
@@ -15,10 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from cfl_lightning.callbacks import MONITOR
-from cfl_lightning.ensemble.trainer import TrainSettings
 from cfl_lightning.errors import CflError
 
-__all__ = ["Member", "NotEnsembleable", "build_member", "train_settings", "ensemble_key"]
+__all__ = ["TrainSettings", "NotEnsembleable", "train_settings", "ensemble_key"]
 
 # Trainer settings the ensemble reproduces only at these values (their Lightning defaults)
 _TRAINER_DEFAULTS = {
@@ -41,43 +38,24 @@ _TRAINER_DEFAULTS = {
 
 
 class NotEnsembleable(CflError):
-    """A run uses a setting the ensemble trainer does not reproduce (train it on its own)."""
+    """A run uses a setting the ensemble does not reproduce (train it on its own)."""
 
 
-@dataclass
-class Member:
-    """One ensemble member: its CLI (model, data module, Trainer, config) and settings.
+@dataclass(frozen=True)
+class TrainSettings:
+    """The Trainer / callback settings of a sequential run that the ensemble reproduces.
 
-    Attributes:
-        name: the grid point's name (its run directory's name).
-        cli: the instantiated (not run) training CLI.
-        settings: the Trainer / early-stopping settings it is trained with.
+    Args:
+        max_epochs: ``trainer.max_epochs``.
+        gradient_clip_val: ``trainer.gradient_clip_val`` (norm clipping; None: no clipping).
+        patience: ``early_stopping.patience``.
+        min_delta: ``early_stopping.min_delta``.
     """
 
-    name: str
-    cli: Any
-    settings: TrainSettings
-
-    @property
-    def model(self) -> Any:
-        return self.cli.model
-
-    @property
-    def datamodule(self) -> Any:
-        return self.cli.datamodule
-
-
-def build_member(name: str, args: list[str]) -> Member:
-    """Instantiate the run ``python -m cfl_lightning fit ARGS`` without training it.
-
-    Raises:
-        CflError: the arguments are bad (as the CLI reports them).
-        NotEnsembleable: the run needs a setting the ensemble does not reproduce.
-    """
-    from cfl_lightning.cli.train import build_cli
-
-    cli = build_cli(list(args), run=False)
-    return Member(name, cli, train_settings(cli.config, cli.model))
+    max_epochs: int = 50
+    gradient_clip_val: float | None = 5.0
+    patience: int = 10
+    min_delta: float = 0.0
 
 
 def _get(config: Any, dotted: str, default: Any = None) -> Any:
@@ -126,12 +104,11 @@ def train_settings(config: Any, model: Any) -> TrainSettings:
     )
 
 
-def ensemble_key(member: Member) -> tuple:
+def ensemble_key(model: Any, settings: TrainSettings) -> tuple:
     """Members with equal keys can share an ensemble (architecture, hyperparameters, settings)."""
-    model = member.model
     hparams = tuple(
         sorted((k, repr(v)) for k, v in model.hparams.items() if not str(k).startswith("_"))
     )
     shapes = tuple((n, tuple(p.shape)) for n, p in model.named_parameters())
-    return (type(model).__qualname__, hparams, shapes, member.settings)
+    return (type(model).__qualname__, hparams, shapes, settings)
 

@@ -1,0 +1,247 @@
+"""``python -m cfl_lightning.cli.ensemble_job SPEC.json``: ``fit`` command lines trained as ensembles.
+
+One process per job (``python -m cfl_lightning sweep --ensemble M`` starts them). ``SPEC.json``::
+
+    {"members": [{"name": "POINT", "args": ["--config", "...", "--trainer.default_root_dir=DIR", ...]}],
+     "checkpoint_dir": "DIR" | null}
+
+``args`` is a member's command line after ``python -m cfl_lightning fit``. Each member is built
+by the training CLI itself, without running (``build_cli(ARGS, run=False)``): seeded and
+instantiated exactly as its own ``fit``, so its initial weights, corpus and output paths are its
+sequential run's. Members that share the model class, hyperparameters and the Trainer settings
+the ensemble reproduces are trained together as one
+:class:`~cfl_lightning.ensemble.EnsembleLanguageModel`
+(:func:`~cfl_lightning.ensemble.job.train_group`); a member with a setting it does not reproduce
+is trained by the ordinary ``fit`` in this process. Each member's ``results.json`` goes where
+its own ``fit`` would put it (``DIR/csv/version_0/results.json`` with the shipped configs).
+
+* A member whose ``results.json`` already exists and is valid (parses, finite ``kl_total``;
+  any version directory of the run's logger) is never trained or written again.
+* With ``checkpoint_dir``, each ensemble is checkpointed atomically after every epoch
+  (``checkpoint_dir/last.ckpt``; ``last-K.ckpt`` when the job holds several groups) and a rerun
+  continues from the checkpoint when it holds the same members; the checkpoint is removed when
+  every member is written.
+* A member that fails (bad arguments, a corpus that cannot be sampled, an error in training)
+  is reported alone; the others finish.
+
+stdout: one line per member, ``done NAME`` or ``FAILED NAME: reason``, and nothing else
+(everything else, tracebacks included, goes to stderr). Exit status 0 when every member is
+done, 1 when one failed, 2 when the spec cannot be read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from cfl_lightning.errors import CflError
+
+__all__ = ["main", "read_spec", "build_member", "run_job", "results_path", "PROG"]
+
+PROG = "python -m cfl_lightning.cli.ensemble_job"
+
+
+def read_spec(path: str | Path) -> tuple[list[tuple[str, list[str]]], Path | None]:
+    """``([(name, args)], checkpoint_dir)`` from a spec file.
+
+    Raises:
+        CflError: one line naming what is wrong with the file.
+    """
+    try:
+        spec = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise CflError(f"cannot read {path}: {' '.join(str(err).split())}") from None
+    if not isinstance(spec, dict) or not isinstance(spec.get("members"), list):
+        raise CflError(f"{path}: expected {{\"members\": [...], \"checkpoint_dir\": ...}}")
+    members = []
+    for i, item in enumerate(spec["members"]):
+        if (
+            not isinstance(item, dict)
+            or not isinstance(item.get("name"), str)
+            or not isinstance(item.get("args"), list)
+            or not all(isinstance(a, str) for a in item["args"])
+        ):
+            raise CflError(f"{path}: members[{i}] must be {{\"name\": str, \"args\": [str, ...]}}")
+        members.append((item["name"], list(item["args"])))
+    names = [n for n, _ in members]
+    if len(set(names)) != len(names):
+        raise CflError(f"{path}: member names must be unique")
+    folder = spec.get("checkpoint_dir")
+    if folder is not None and not isinstance(folder, str):
+        raise CflError(f"{path}: checkpoint_dir must be a string or null")
+    return members, None if folder is None else Path(folder)
+
+
+def _version(path: Path) -> int | None:
+    name = path.name
+    if name.startswith("version_") and name[len("version_"):].isdigit():
+        return int(name[len("version_"):])
+    return None
+
+
+def results_path(cli: Any) -> Path:
+    """Where the run of ``cli`` writes ``results.json`` (its ``ResultsWriter``'s rule).
+
+    One exception keeps one ``results.json`` per run: a versioned logger (CSV, TensorBoard)
+    picks a new ``version_N`` when older ones exist; when they hold no valid ``results.json``
+    (a run that did not finish, or a corrupt file), the lowest of them is reused instead.
+    """
+    from cfl_lightning.callbacks.results_writer import run_log_dir
+
+    results = cli.config.get("results") if hasattr(cli.config, "get") else None
+    custom = results.get("path") if results else None
+    if custom:
+        return Path(custom)
+    log_dir = run_log_dir(cli.trainer)
+    version = _version(log_dir)
+    if version is not None and not log_dir.exists() and log_dir.parent.is_dir():
+        older = sorted(
+            (v, d) for d in log_dir.parent.iterdir()
+            if d.is_dir() and (v := _version(d)) is not None and v < version
+        )
+        if older and not _done(older[0][1] / "results.json"):
+            log_dir = older[0][1]
+    return log_dir / "results.json"
+
+
+def _done(path: Path) -> bool:
+    """A valid ``results.json`` at ``path``, or in another version directory of its logger."""
+    from cfl_lightning.ensemble.results import has_results
+
+    if has_results(path):
+        return True
+    if path.parent.name.startswith("version_"):
+        return any(has_results(p) for p in path.parent.parent.glob("version_*/results.json"))
+    return False
+
+
+def build_member(name: str, args: list[str]) -> tuple[Any, Any]:
+    """The member ``python -m cfl_lightning fit ARGS`` builds, without training it.
+
+    Returns:
+        ``(member, settings)``: a :class:`~cfl_lightning.ensemble.job.JobMember` and its
+        :class:`~cfl_lightning.ensemble.TrainSettings`, or the
+        :class:`~cfl_lightning.ensemble.NotEnsembleable` error in place of the settings.
+
+    Raises:
+        CflError: the arguments are bad (as ``fit`` reports them).
+    """
+    from cfl_lightning.cli.train import build_cli
+    from cfl_lightning.ensemble.job import JobMember
+    from cfl_lightning.ensemble.settings import NotEnsembleable, train_settings
+
+    cli = build_cli(list(args), run=False)
+    config = cli.full_config()
+    # the ``fit`` subcommand's own arguments (a member is built without a subcommand)
+    config.setdefault("ckpt_path", None)
+    config.setdefault("weights_only", None)
+    member = JobMember(name, cli.model, cli.datamodule, results_path(cli), config)
+    try:
+        settings: Any = train_settings(cli.config, cli.model)
+    except NotEnsembleable as err:
+        settings = err
+    return member, settings
+
+
+def _fit_alone(name: str, args: list[str]) -> str | None:
+    """Train a member with the ordinary ``fit``; None when it succeeded, else the reason."""
+    from cfl_lightning.cli.train import main as fit_main
+
+    try:
+        code = fit_main(["fit", *args])
+    except Exception as err:  # noqa: BLE001
+        traceback.print_exc()
+        from cfl_lightning.ensemble.job import reason
+
+        return reason(err)
+    return None if code == 0 else f"fit exited with status {code}"
+
+
+def run_job(
+    members: Sequence[tuple[str, list[str]]],
+    checkpoint_dir: Path | None = None,
+    *,
+    device: str | None = None,
+    engine: str = "auto",
+    stream: TextIO | None = None,
+) -> dict[str, str | None]:
+    """Train and test ``members``; returns ``{name: None (done) or the failure reason}``.
+
+    Args:
+        members: ``[(name, fit arguments)]``.
+        checkpoint_dir: where the job's ensembles are checkpointed (None: nowhere).
+        device: ``"cuda"``, ``"cpu"`` or None (CUDA when available).
+        engine: the ensembles' engine (``"auto"``, ``"stacked"``, ``"loop"``).
+        stream: where the ``done``/``FAILED`` lines go (default: stdout). Everything else
+            printed while training goes to stderr.
+    """
+    from cfl_lightning.ensemble.job import default_checkpoint, reason, train_group
+    from cfl_lightning.ensemble.settings import NotEnsembleable, ensemble_key
+
+    out = sys.stdout if stream is None else stream
+    status: dict[str, str | None] = {}
+
+    def say(name: str, why: str | None) -> None:
+        status[name] = why
+        out.write(f"done {name}\n" if why is None else f"FAILED {name}: {why}\n")
+        out.flush()
+
+    groups: dict[tuple, tuple[Any, list[Any]]] = {}
+    alone: list[tuple[str, list[str]]] = []
+    with contextlib.redirect_stdout(sys.stderr):
+        for name, args in members:
+            try:
+                member, settings = build_member(name, args)
+            except Exception as err:  # noqa: BLE001 - a failed member is reported, others go on
+                traceback.print_exc()
+                say(name, reason(err))
+                continue
+            if _done(member.results_path):
+                say(name, None)
+            elif isinstance(settings, NotEnsembleable):
+                sys.stderr.write(f"{name}: not ensembled ({settings}); trained on its own\n")
+                alone.append((name, args))
+            else:
+                key = ensemble_key(member.model, settings)
+                groups.setdefault(key, (settings, []))[1].append(member)
+        for k, (settings, group) in enumerate(groups.values()):
+            checkpoint = None
+            if checkpoint_dir is not None:
+                checkpoint = default_checkpoint(checkpoint_dir, k, len(groups))
+            train_group(group, settings, say, checkpoint=checkpoint, device=device, engine=engine)
+        for name, args in alone:
+            say(name, _fit_alone(name, args))
+    return status
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: 0 when every member is done, 1 when one failed, 2 for a bad spec."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv in (["-h"], ["--help"]):
+        sys.stdout.write(f"usage: {PROG} SPEC.json\n\n{__doc__.split(chr(10), 1)[1].strip()}\n")
+        return 0
+    if len(argv) != 1:
+        sys.stderr.write(f"usage: {PROG} SPEC.json (see --help)\n")
+        return 2
+    try:
+        members, checkpoint_dir = read_spec(argv[0])
+    except CflError as err:
+        sys.stderr.write(f"{PROG}: error: {err}\n")
+        return 2
+    from cfl_lightning.cli.train import configure_threads, quiet_noise
+    from cfl_lightning.wandb_mode import ensure_wandb_mode
+
+    ensure_wandb_mode()  # before anything imports wandb
+    configure_threads()
+    quiet_noise()
+    status = run_job(members, checkpoint_dir)
+    return 0 if all(v is None for v in status.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

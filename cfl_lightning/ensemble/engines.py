@@ -1,0 +1,237 @@
+"""How an ensemble computes: the stacked network on packed rows, or each member's own network.
+
+Both engines train the members' rows of one ``[M, P]`` parameter with per-member clipping and
+:class:`~cfl_lightning.ensemble.optim.StackedAdam`, and evaluate them, one tick at a time:
+
+* :class:`StackedEngine`: the members' batches of a tick packed side by side ``[M, R, L]``
+  (:mod:`~cfl_lightning.ensemble.packing`) through the stacked network
+  (:class:`~cfl_lightning.ensemble.StackedLSTM`, :class:`~cfl_lightning.ensemble.StackedTransformer`):
+  one batched computation for all members; training steps by
+  :class:`~cfl_lightning.ensemble.step.TrainStep` (optionally CUDA graphs). For GPUs, where
+  one small model leaves the device idle.
+* :class:`LoopEngine`: each member of a tick runs the shipped model's own forward
+  (``torch.func.functional_call`` with the member's row as its parameters) on its own collated
+  batch, one after the other; their gradients are clipped and stepped together. For CPUs,
+  where the shipped LSTM's fused kernel beats the batched recurrence
+  (``benchmarks/bench_ensemble.py``) and the gain of an ensemble is one process and one
+  Lightning loop for all members.
+
+Evaluation yields :class:`EvalBatch` es: log-probabilities of some members on their own
+positions, shaped ``[M', R, L, |S|+1]`` (a loop member's batch is ``[1, B, T, ...]``).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from cfl_lightning.data.batching import collate
+from cfl_lightning.ensemble.data import EnsembleData
+from cfl_lightning.ensemble.optim import StackedAdam, clip_rows_
+from cfl_lightning.ensemble.stacking import ParameterLayout
+from cfl_lightning.ensemble.step import TrainStep
+from cfl_lightning.losses import cross_entropy_per_position, kl_per_position, kl_to_automaton_loss
+
+__all__ = ["EvalBatch", "StackedEngine", "LoopEngine", "ENGINES"]
+
+ENGINES = ("stacked", "loop")
+
+
+@dataclass
+class EvalBatch:
+    """Some members' predictions on one evaluation tick.
+
+    Attributes:
+        members: ``[M']`` int64 which members (on the device).
+        log_probs: ``[M', R, L, |S|+1]`` their log-probabilities.
+        target_probs: ``[M', R, L, |S|+1]`` the automata's next-symbol distributions.
+        states: ``[M', R, L]`` automaton states.
+        mask: ``[M', R, L]`` bool real positions.
+        weights: ``[M', R, L]`` string weights, or None (all 1).
+        strings: ``[M']`` strings of each member in this tick.
+    """
+
+    members: Tensor
+    log_probs: Tensor
+    target_probs: Tensor
+    states: Tensor
+    mask: Tensor
+    weights: Tensor | None
+    strings: Tensor
+
+    def kl_sums(self) -> Tensor:
+        """``[M']`` per-member sums of the per-position KL (in the log-probabilities' dtype)."""
+        m, r, length, c = self.log_probs.shape
+        kl = kl_per_position(
+            self.target_probs.reshape(m * r, length, c),
+            self.log_probs.reshape(m * r, length, c),
+            self.mask.reshape(m * r, length),
+        )
+        return kl.view(m, -1).sum(1)
+
+
+class StackedEngine:
+    """Packed batches through the stacked network (see the module docstring).
+
+    Args:
+        network: the stacked network.
+        layout: the parameters' layout.
+        data: the members' data.
+        param: the ``[M, P]`` parameter.
+        loss: ``"kl"`` or ``"ce"``.
+        clip: per-member clipping norm (None: none).
+        mode: :class:`~cfl_lightning.ensemble.step.TrainStep`'s mode.
+    """
+
+    def __init__(
+        self, network: Any, layout: ParameterLayout, data: EnsembleData, param: Tensor,
+        loss: str, clip: float | None, mode: str,
+    ) -> None:
+        self.network, self.layout, self.data, self.param = network, layout, data, param
+        self.loss, self.clip, self.mode = loss, clip, mode
+        self.device = param.device
+        self.step: TrainStep | None = None
+
+    def train(
+        self, ids: np.ndarray, device_ids: Tensor | None, record: bool, optimizer: StackedAdam
+    ) -> Tensor | None:
+        """One training tick (see :meth:`TrainStep.__call__`)."""
+        if self.step is None or self.step.optimizer is not optimizer:
+            self.step = TrainStep(
+                self.network, self.layout, self.param, optimizer,
+                self.data.packed("train", self.device), self.loss, self.clip, self.mode,
+            )
+        return self.step(ids, device_ids, record)
+
+    def take_losses(self) -> Tensor:
+        """``[M]`` float64 training loss sums since the last call."""
+        if self.step is None:
+            return torch.zeros(self.param.shape[0], dtype=torch.float64)
+        return self.step.take_losses()
+
+    @torch.no_grad()
+    def evaluate(self, split: str, params: Tensor, ids: np.ndarray) -> Iterator[EvalBatch]:
+        """Eval-mode predictions of the members with ``ids >= 0`` on their batches ``ids`` (packed)."""
+        packed = self.data.packed(split, self.device)
+        taking = np.nonzero(ids >= 0)[0]
+        members = torch.as_tensor(taking, device=self.device)
+        if len(taking) < params.shape[0]:
+            params = params[members]
+        batch = packed.step(ids[taking])
+        log_probs = self.network(
+            self.layout.views(params), batch.input_ids, batch.position, batch.slot, False
+        )
+        yield EvalBatch(members, log_probs, batch.target_probs, batch.states, batch.mask,
+                        batch.weights, batch.strings)
+
+
+class LoopEngine:
+    """Each member's own (shipped) network on its own batches (see the module docstring).
+
+    Args:
+        template: one member's ``LanguageModel`` (copied; its parameters are never used).
+        layout: the parameters' layout.
+        data: the members' data.
+        param: the ``[M, P]`` parameter.
+        loss: ``"kl"`` or ``"ce"``.
+        clip: per-member clipping norm (None: none).
+    """
+
+    def __init__(
+        self, template: torch.nn.Module, layout: ParameterLayout, data: EnsembleData,
+        param: Tensor, loss: str, clip: float | None,
+    ) -> None:
+        self.model = copy.deepcopy(template).to(param.device)
+        self.layout, self.data, self.param = layout, data, param
+        self.loss, self.clip = loss, clip
+        self.device = param.device
+        self._batches: dict[str, list[list[dict[str, Tensor]]]] = {}
+        self._loss_sums = torch.zeros(param.shape[0], dtype=torch.float64, device=self.device)
+
+    def _batch(self, split: str, member: int, global_id: int) -> dict[str, Tensor]:
+        """Member ``member``'s collated batch ``global_id`` of ``split``, on the device (cached)."""
+        if split not in self._batches:
+            out = []
+            for dm in self.data.datamodules:
+                corpus, probs = dm.tokenized(split), dm.pfsa.next_symbol_probs().to(torch.float32)
+                weights = dm.test_weights() if split == "test" else None
+                batches = []
+                for index in dm.batches(split):
+                    batch = collate(corpus, index, probs, dm.pad_id)
+                    if weights is not None:
+                        batch["weights"] = weights[index]
+                    batches.append({k: v.to(self.device) for k, v in batch.items()})
+                out.append(batches)
+            self._batches[split] = out
+        first = self.data.first_batch(split)[member]
+        return self._batches[split][member][int(global_id) - first]
+
+    def _log_probs(self, row: Tensor, input_ids: Tensor) -> Tensor:
+        views = self.layout.row_views(row)
+        return torch.func.functional_call(self.model, views, (input_ids,))
+
+    def _loss(self, scores: Tensor, batch: dict[str, Tensor]) -> Tensor:
+        """The shipped ``LanguageModel.training_step``'s loss."""
+        if self.loss == "kl":
+            return kl_to_automaton_loss(scores, batch)
+        mask = batch["mask"].bool()
+        log_probs = torch.log_softmax(scores, dim=-1)
+        return cross_entropy_per_position(log_probs, batch["target_ids"], mask).sum(1).mean()
+
+    def train(
+        self, ids: np.ndarray, device_ids: Tensor | None, record: bool, optimizer: StackedAdam
+    ) -> Tensor | None:
+        """One tick: every member with ``ids[m] >= 0`` steps on its batch, one after the other."""
+        taking = np.nonzero(ids >= 0)[0]
+        if not len(taking):
+            return None
+        self.model.train()
+        grads = self.param.new_empty(len(taking), self.param.shape[1])
+        losses = torch.empty(len(taking), dtype=torch.float64, device=self.device)
+        for k, m in enumerate(taking):
+            batch = self._batch("train", int(m), int(ids[m]))
+            leaf = self.param.detach()[m].clone().requires_grad_(True)
+            loss = self._loss(self._log_probs(leaf, batch["input_ids"]), batch)
+            (grads[k],) = torch.autograd.grad(loss, leaf)
+            losses[k] = loss.detach()
+        if self.clip is not None:
+            clip_rows_(grads, self.clip)
+        rows = torch.as_tensor(taking, device=self.device)
+        everyone = len(taking) == self.param.shape[0]  # no gather: one pass over [M, P]
+        optimizer.update(grads, rows=None if everyone else rows)
+        self._loss_sums.index_add_(0, rows, losses)
+        if not record:
+            return None
+        out = torch.full((self.param.shape[0],), torch.nan, dtype=torch.float64)
+        out[torch.as_tensor(taking)] = losses.cpu()
+        return out
+
+    def take_losses(self) -> Tensor:
+        """``[M]`` float64 training loss sums since the last call."""
+        out = self._loss_sums.to("cpu", copy=True)
+        self._loss_sums.zero_()
+        return out
+
+    @torch.no_grad()
+    def evaluate(self, split: str, params: Tensor, ids: np.ndarray) -> Iterator[EvalBatch]:
+        """Eval-mode predictions of each member with ``ids >= 0``, one batch at a time."""
+        self.model.eval()
+        for m in np.nonzero(ids >= 0)[0]:
+            batch = self._batch(split, int(m), int(ids[m]))
+            log_probs = torch.log_softmax(self._log_probs(params[m], batch["input_ids"]), dim=-1)
+            weights = batch.get("weights")
+            yield EvalBatch(
+                members=torch.tensor([int(m)], device=self.device),
+                log_probs=log_probs[None],
+                target_probs=batch["target_probs"][None],
+                states=batch["states"][None],
+                mask=batch["mask"].bool()[None],
+                weights=None if weights is None else weights[:, None].expand_as(batch["mask"])[None],
+                strings=torch.tensor([batch["mask"].shape[0]], device=self.device),
+            )

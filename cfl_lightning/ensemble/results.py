@@ -1,0 +1,73 @@
+"""A member's ``results.json``: the file its own ``fit`` writes, and whether one already exists.
+
+:func:`write_member_results` is :func:`~cfl_lightning.results.build_results` +
+:func:`~cfl_lightning.results.write_results` (atomic) with the member's best weights, its data
+module, its run's full config and its test's decomposed KL, at the path its own
+``ResultsWriter`` would use. ``train_time_s`` is the ensemble's training wall time until the
+member's last epoch. :func:`has_results` is the rule by which a member counts as done: its
+``results.json`` parses and holds a finite ``kl_total``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from torch import Tensor
+
+__all__ = ["write_member_results", "has_results"]
+
+
+def has_results(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a ``results.json`` that parses and holds a finite ``kl_total``."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    value = data.get("kl_total") if isinstance(data, dict) else None
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def write_member_results(
+    path: str | os.PathLike,
+    config: Mapping[str, Any],
+    model: Any,
+    datamodule: Any,
+    outcome: Any,
+    kl_result: dict[str, Tensor] | None,
+    test_visits: Tensor | None = None,
+) -> Path:
+    """Load ``outcome``'s best weights into ``model`` and write its ``results.json`` at ``path``.
+
+    Args:
+        path: where the member's own run writes it.
+        config: the run's full config (as its ``ResultsWriter`` stores it).
+        model: the member's ``LanguageModel`` (its weights are replaced by the best ones).
+        datamodule: its ``PFADataModule``.
+        outcome: its :class:`~cfl_lightning.ensemble.MemberOutcome`.
+        kl_result: its test's ``DecomposedKL.compute()`` (None without test strings).
+        test_visits: its test's ``[Q]`` positions per state.
+    """
+    from cfl_lightning.results import build_results, write_results
+
+    model.load_state_dict(outcome.best_state)
+    path = Path(path)
+    results = build_results(
+        config=dict(config),
+        model=model,
+        datamodule=datamodule,
+        kl_result=kl_result,
+        best_val_loss=outcome.best_val_loss,
+        epochs=outcome.epochs,
+        train_time_s=outcome.train_time_s,
+        log_dir=path.parent,
+        seed=config.get("seed_everything"),
+        test_visits=test_visits,
+        stopped_early=outcome.stopped_early,
+        steps=outcome.steps,
+    )
+    return write_results(path, results)
