@@ -5,9 +5,9 @@ own seed, with its own ``PFADataModule``) with stacked ``[M, ...]`` weights: eve
 initialisation, data order, clipping, Adam state, LR schedule, early stopping and best checkpoint
 of its own sequential run. :mod:`~cfl_lightning.ensemble.run` trains ``fit`` command lines this
 way (``python -m cfl_lightning.ensemble SPEC.json``) and writes each member's ``results.json``;
-:mod:`~cfl_lightning.ensemble.sweep` groups a sweep's points into such jobs
+:mod:`cfl_lightning.sweep.jobs` groups a sweep's points into such jobs
 (``python -m cfl_lightning sweep ... --ensemble M``). The CLI-facing modules (``members``,
-``evaluate``, ``run``, ``sweep``) import Lightning and are not imported here.
+``evaluate``, ``run``) import Lightning and are not imported here.
 """
 
 from cfl_lightning.ensemble.lstm import StackedLSTM
