@@ -100,7 +100,10 @@ def test_a_job_with_a_checkpoint_keeps_its_members_across_reruns(tmp_path):
     planned, _ = jobs.plan_jobs(config, points, tmp_path, ensemble=8, write=False)
     assert [sorted(p.name for p in j.points) for j in planned] == [sorted(p.name for p in points)]
     old.checkpoint_dir.mkdir()
-    (old.checkpoint_dir / jobs.LAST_CHECKPOINT).write_bytes(b"ckpt")
+    (old.checkpoint_dir / "last-1.ckpt.tmp").write_bytes(b"half")  # not a checkpoint yet
+    planned, _ = jobs.plan_jobs(config, points, tmp_path, ensemble=8, write=False)
+    assert not planned[0].resumed
+    (old.checkpoint_dir / "last-1.ckpt").write_bytes(b"ckpt")  # a job of several groups
     planned, _ = jobs.plan_jobs(config, points, tmp_path, ensemble=8, write=False)
     assert planned[0].resumed and planned[0].directory == old.directory
     assert [p.name for p in planned[0].points] == [points[0].name, points[2].name]

@@ -13,7 +13,8 @@ folder ``OUTPUT/.ensembles/<id>/``, which holds
   ``args`` being each member's ``fit`` command line after ``python -m cfl_lightning fit``
   (with its ``--trainer.default_root_dir=POINT_DIR``: each member writes into its own point
   directory, so resuming and ``analyze`` see the same files as for plain runs);
-* ``checkpoints/``: the job's ``checkpoint_dir`` (it resumes from ``checkpoints/last.ckpt``);
+* ``checkpoints/``: the job's ``checkpoint_dir`` (it resumes from ``checkpoints/last.ckpt``, or
+  ``last-K.ckpt`` per group when it trains several);
 * ``job.log`` (the job's stderr, appended at each start) and ``members.out`` (its stdout: one
   line per member, ``done NAME`` or ``FAILED NAME: reason``).
 
@@ -57,8 +58,9 @@ __all__ = [
 ENSEMBLE_DIR = ".ensembles"
 #: the module run as ``python -m JOB_MODULE SPEC.json`` for each ensemble job
 JOB_MODULE = "cfl_lightning.cli.ensemble_job"
-#: the checkpoint a job resumes from, in its ``checkpoint_dir``
-LAST_CHECKPOINT = "last.ckpt"
+#: the checkpoints a job resumes from, in its ``checkpoint_dir``: ``last.ckpt`` (``last-K.ckpt``
+#: for its K-th group when it trains several)
+CHECKPOINTS = "last*.ckpt"
 _LINE = re.compile(r"^(done|FAILED) ([^\s:]+)(?::\s*(.*))?$")
 
 
@@ -176,7 +178,7 @@ def resumable_jobs(
     claimed: set[str] = set()
     for spec_path in sorted((Path(output) / ENSEMBLE_DIR).glob("*/spec.json")):
         directory = spec_path.parent
-        if not (directory / "checkpoints" / LAST_CHECKPOINT).is_file():
+        if not any((directory / "checkpoints").glob(CHECKPOINTS)):
             continue
         try:
             members = json.loads(read_text(spec_path, limit=64 << 20))["members"]
