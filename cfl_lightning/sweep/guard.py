@@ -5,18 +5,18 @@
 tens of milliseconds and never imports torch) runs ``COMMAND`` in a process group of its own and
 waits for it. The guard
 
-* asks Linux to send it SIGTERM when its parent, the runner, dies (``prctl(PR_SET_PDEATHSIG)``,
+* asks Linux to send it SIGHUP when its parent, the runner, dies (``prctl(PR_SET_PDEATHSIG)``,
   and it also notices a changed parent pid, for systems without ``prctl``), even when the
   runner is killed with SIGKILL;
 * makes itself a *child subreaper* (``prctl(PR_SET_CHILD_SUBREAPER)``): a process the run starts
   in a session of its own (W&B's ``wandb-core`` service does) is reparented to the guard, not to
   init, when its parent dies, so the guard still finds it among its descendants;
-* on SIGTERM, SIGHUP or SIGINT (from the runner, or the runner's death) sends SIGTERM to the
-  run's process group and to every descendant, waits up to ``GRACE`` seconds, then SIGKILLs what
-  is left, and exits with ``128 + signal``; on SIGUSR1 it SIGKILLs at once;
-* when the run exits by itself, stops the run's leftover descendants the same way (after a short
-  wait for them to leave on their own) and exits with the run's status (``128 + N`` when the run
-  died of signal N).
+* on SIGTERM or SIGINT (from the runner) or SIGHUP (the runner's death) sends SIGTERM to the
+  run's process group and waits for the run to exit; what the run leaves behind gets a second to
+  exit by itself, then SIGTERM; whatever is left ``GRACE`` seconds after the first SIGTERM is
+  SIGKILLed; the guard exits with ``128 + signal``. On SIGUSR1 it SIGKILLs at once;
+* when the run exits by itself, stops the run's leftover descendants the same way and exits
+  with the run's status (``128 + N`` when the run died of signal N).
 
 The run itself gets SIGKILL if the guard dies (its own ``PR_SET_PDEATHSIG``). The sweep's lock
 descriptor (:mod:`cfl_lightning.sweep.lock`), inherited by the guard and not passed on to the run,
@@ -39,6 +39,10 @@ _PR_SET_CHILD_SUBREAPER = 36
 _POLL = 0.05
 _LINGER = 1.0  # seconds a finished run's leftover processes get to exit on their own
 _GIVE_UP = 30.0  # seconds of SIGKILLs before the guard stops waiting
+# The signal the kernel sends when the runner dies. Not SIGTERM, which the runner sends to stop a
+# run: the parent pid alone cannot tell the two apart, since a dying multithreaded runner may
+# first hand its children to one of its own threads (same pid) before they go to init.
+_RUNNER_GONE = signal.SIGHUP
 
 
 def _prctl(option: int, value: int) -> bool:
@@ -142,18 +146,37 @@ class _Guard:
             except (ProcessLookupError, PermissionError):
                 pass
 
+    def waiting(self, deadline: float) -> bool:
+        return time.monotonic() < deadline and not self.urgent
+
     def take_down(self, wait: float) -> None:
-        """SIGTERM everything below the guard, wait up to ``wait`` seconds, then SIGKILL it."""
-        pids = self.alive()
-        if not pids:
-            return
-        if wait > 0:
-            self.signal_all(signal.SIGTERM, pids)
-            deadline = time.monotonic() + wait
-            while (pids := self.alive()) and time.monotonic() < deadline:
+        """Stop the run within ``wait`` seconds, then everything it left below the guard.
+
+        The run's process group gets SIGTERM first, alone, so that the run can stop what it
+        started (W&B's service gets its teardown); what is left when the run has gone, or when
+        ``wait`` is over, goes the way of :meth:`clear_leftovers`.
+        """
+        deadline = time.monotonic() + wait
+        if self.status is None and wait > 0:
+            self.signal_all(signal.SIGTERM, [])
+            while self.status is None and self.waiting(deadline):
                 time.sleep(_POLL)
-        deadline = time.monotonic() + _GIVE_UP
-        while pids and time.monotonic() < deadline:  # SIGKILL may wait for a blocked syscall
+                self.reap()
+        self.clear_leftovers(deadline)
+
+    def clear_leftovers(self, deadline: float) -> None:
+        """Give what is left below the guard a moment to exit by itself, then SIGTERM it until
+        ``deadline``, then SIGKILL it."""
+        linger = min(time.monotonic() + _LINGER, deadline)
+        while self.alive() and self.waiting(linger):
+            time.sleep(_POLL)
+        pids = self.alive()
+        if pids and self.waiting(deadline):
+            self.signal_all(signal.SIGTERM, pids)
+            while (pids := self.alive()) and self.waiting(deadline):
+                time.sleep(_POLL)
+        give_up = time.monotonic() + _GIVE_UP
+        while pids and time.monotonic() < give_up:  # SIGKILL may wait for a blocked syscall
             self.signal_all(signal.SIGKILL, pids)
             time.sleep(_POLL)
             pids = self.alive()
@@ -171,19 +194,17 @@ class _Guard:
             time.sleep(_POLL)
             self.reap()
             if os.getppid() != self.parent and self.stop_signal is None:
-                self.stop_signal = signal.SIGTERM  # the runner is gone (no prctl here)
+                self.stop_signal = _RUNNER_GONE  # (where there is no prctl)
         if self.stop_signal is not None:
-            why = "the sweep runner is gone" if os.getppid() != self.parent else "stopped"
-            sys.stderr.write(
-                f"# guard: {why} ({signal.Signals(self.stop_signal).name}); stopping the run\n"
+            why = (
+                "the sweep runner is gone" if self.stop_signal == _RUNNER_GONE
+                else f"stopped by {signal.Signals(self.stop_signal).name}"
             )
+            sys.stderr.write(f"# guard: {why}; stopping the run\n")
             sys.stderr.flush()
             self.take_down(0.0 if self.urgent else self.grace)
             return 128 + self.stop_signal
-        deadline = time.monotonic() + _LINGER
-        while self.alive() and time.monotonic() < deadline and self.stop_signal is None:
-            time.sleep(_POLL)
-        self.take_down(0.0 if self.urgent else self.grace)
+        self.clear_leftovers(time.monotonic() + self.grace)
         return self.status
 
 
@@ -196,9 +217,9 @@ def main(argv: list[str]) -> int:
     for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGUSR1):
         signal.signal(signum, guard.on_signal)
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)
-    set_parent_death_signal(signal.SIGTERM)
+    set_parent_death_signal(_RUNNER_GONE)
     if os.getppid() != guard.parent:  # the runner died before the request above
-        return 128 + signal.SIGTERM
+        return 128 + _RUNNER_GONE
     try:
         return guard.run(argv[3:])
     except OSError as err:
