@@ -36,32 +36,24 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-GRID = """\
-name: resume_bench
-method: grid
-parameters:
-  data.count:
-    values: [{counts}]
-  seed_everything:
-    values: [0, 1]
-  trainer.max_epochs:
-    value: {epochs}
-  early_stopping.patience:
-    value: 100000
-{extra}command:
-  - ${{env}}
-  - ${{interpreter}}
-  - -m
-  - cfl_lightning
-  - fit
-  - --config
-  - {config}
-  - ${{args}}
-"""
-SMOKE = (
-    "  data.num_strings:\n    value: 60\n  data.val_strings:\n    value: 20\n"
-    "  data.test_strings:\n    value: 20\n  model.init_args.param_budget:\n    value: 8000\n"
-)
+SMOKE = {
+    "data.num_strings": 60, "data.val_strings": 20, "data.test_strings": 20,
+    "model.init_args.param_budget": 8000,
+}
+
+
+def grid_yaml(counts: list[int], epochs: int, smoke: bool) -> str:
+    """The 4-point sweep: counts x seeds 0, 1, ``epochs`` epochs, early stopping out of reach."""
+    import yaml
+
+    fixed = {"trainer.max_epochs": epochs, "early_stopping.patience": 100_000}
+    fixed.update(SMOKE if smoke else {})
+    parameters = {"data.count": {"values": counts}, "seed_everything": {"values": [0, 1]}}
+    parameters.update({name: {"value": value} for name, value in fixed.items()})
+    config = str(ROOT / "configs" / "parity_starfree.yaml")
+    fit = ["${env}", "${interpreter}", "-m", "cfl_lightning", "fit", "--config", config, "${args}"]
+    sweep = {"name": "resume_bench", "method": "grid", "parameters": parameters, "command": fit}
+    return yaml.safe_dump(sweep, default_flow_style=False, sort_keys=False)
 
 
 def sweep_command(grid: Path, output: Path, flags: list[str], job_module: str | None) -> list[str]:
@@ -130,10 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="cfl_bench_resume_") as tmp:
         tmp = Path(tmp)
         grid = tmp / "grid.yaml"
-        grid.write_text(GRID.format(
-            counts=", ".join(args.counts.split(",")), epochs=epochs,
-            extra=SMOKE if args.smoke else "", config=ROOT / "configs" / "parity_starfree.yaml",
-        ))
+        grid.write_text(grid_yaml([int(c) for c in args.counts.split(",")], epochs, args.smoke))
         print(f"4 points (counts {args.counts} x seeds 0, 1), {epochs} epochs, "
               f"{' '.join(flags)}{' (smoke)' if args.smoke else ''}; {os.cpu_count()} CPUs, "
               f"WANDB_MODE={env['WANDB_MODE']}", flush=True)

@@ -18,6 +18,7 @@ import pytest
 
 from cfl_lightning.__main__ import main
 from cfl_lightning.sweep import guard, load_sweep, lock, plan_sweep, results
+from tests.processes import alive, survivors, wait_for
 
 # A fit that starts a grandchild in a session of its own (as W&B's service does) and records
 # both pids; it sleeps unless a file "fast" exists beside it.
@@ -54,35 +55,12 @@ def _calls(tmp_path):
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
-def _alive(pid):
-    """Whether ``pid`` runs (a zombie, whose parent died unreaped, does not)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            return handle.read().rsplit(b")", 1)[-1].split()[0] not in (b"Z", b"X")
-    except FileNotFoundError:
-        return False
-
-
-def _survivors(pids, timeout=20.0):
-    deadline = time.monotonic() + timeout
-    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return [p for p in pids if _alive(p)]
-
-
 def _start_runner(tmp_path, path, out, *extra):
     return subprocess.Popen(
         [sys.executable, "-m", "cfl_lightning", "sweep", str(path), "--output", str(out),
          "--parallel", "2", *extra],
         cwd=tmp_path, stderr=subprocess.PIPE, text=True,
     )
-
-
-def _wait_for(condition, proc, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while not condition() and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.05)
-    assert condition(), proc.stderr.read() if proc.poll() is not None else "timed out"
 
 
 def _one_valid_results_per_point(out):
@@ -97,11 +75,11 @@ def _one_valid_results_per_point(out):
 def test_runner_killed_mid_sweep_takes_its_runs_along_and_a_rerun_finishes(tmp_path, capsys):
     path, out = _sweep(tmp_path), tmp_path / "out"
     proc = _start_runner(tmp_path, path, out)
-    _wait_for(lambda: len(_calls(tmp_path)) == 4, proc)  # x=1, 2 done; x=3, 4 training
+    wait_for(lambda: len(_calls(tmp_path)) == 4, proc)  # x=1, 2 done; x=3, 4 training
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     pids = [pid for call in _calls(tmp_path) for pid in call["pids"]]
-    assert _survivors(pids) == [], "runs (or their children) outlived the runner"
+    assert survivors(pids) == [], "runs (or their children) outlived the runner"
     assert len(list(out.rglob("results.json"))) == 2
     (tmp_path / "fast").touch()
     os.chdir(tmp_path)
@@ -138,7 +116,7 @@ def test_a_second_runner_on_the_same_directory_refuses_naming_the_first(tmp_path
     path, out = _sweep(tmp_path, values=(3,)), tmp_path / "out"
     proc = _start_runner(tmp_path, path, out)
     try:
-        _wait_for(lambda: len(_calls(tmp_path)) == 1, proc)
+        wait_for(lambda: len(_calls(tmp_path)) == 1, proc)
         code = main(["sweep", str(path), "--output", str(out)])
         err = capsys.readouterr().err
         assert code == 2 and err.count("\n") == 1, err
@@ -297,16 +275,16 @@ def _guarded(tmp_path, mode, grace=0.5):
 
 def test_guard_stops_the_run_and_its_stubborn_children_when_the_runner_is_killed(tmp_path):
     proc, pids = _guarded(tmp_path, "wait")
-    assert all(_alive(p) for p in pids)
+    assert all(alive(p) for p in pids)
     proc.kill()
     proc.wait()
-    assert _survivors(pids, timeout=10) == []
+    assert survivors(pids, timeout=10) == []
 
 
 def test_guard_stops_a_finished_runs_leftovers_and_control_without_guard(tmp_path):
     proc, pids = _guarded(tmp_path, "exit")
     try:
-        assert _survivors(pids, timeout=10) == []  # the run exited; its stray was stopped
+        assert survivors(pids, timeout=10) == []  # the run exited; its stray was stopped
     finally:
         proc.kill()
         proc.wait()
@@ -315,7 +293,7 @@ def test_guard_stops_a_finished_runs_leftovers_and_control_without_guard(tmp_pat
     stray = int(bare.stdout.readline().split()[1])
     bare.wait()
     try:
-        assert _survivors([stray], timeout=1) == [stray]
+        assert survivors([stray], timeout=1) == [stray]
     finally:
         os.kill(stray, signal.SIGKILL)
         bare.stdout.close()

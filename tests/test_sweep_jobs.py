@@ -22,6 +22,7 @@ import pytest
 
 from cfl_lightning.__main__ import main
 from cfl_lightning.sweep import SweepPoint, jobs, run_name
+from tests.processes import survivors, wait_for
 
 REPO = Path(__file__).resolve().parents[1]
 FIT = ["${env}", "${interpreter}", "-m", "cfl_lightning", "fit", "${args}"]
@@ -232,30 +233,6 @@ def test_a_crashed_job_gives_each_unreported_member_its_own_error_line(
     assert log.startswith("# trained in ensemble job ") and "RuntimeError: CUDA error" in log
 
 
-def _kill_runner_when(proc, ready, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while not ready() and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.05)
-    assert ready(), proc.stderr.read() if proc.poll() is not None else "timed out"
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-
-
-def _alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            return handle.read().rsplit(b")", 1)[-1].split()[0] not in (b"Z", b"X")
-    except FileNotFoundError:
-        return False
-
-
-def _wait_gone(pids, timeout=20.0):
-    deadline = time.monotonic() + timeout
-    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return [p for p in pids if _alive(p)]
-
-
 @pytest.mark.slow  # a runner process of its own (its imports take seconds on a loaded CPU)
 def test_killed_ensemble_sweep_resumes_its_jobs_from_their_checkpoints(
     tmp_path, capsys, monkeypatch
@@ -274,9 +251,11 @@ def test_killed_ensemble_sweep_resumes_its_jobs_from_their_checkpoints(
         cwd=tmp_path, stderr=subprocess.PIPE, text=True,
     )
     ckpts = lambda: list(out.glob(".ensembles/*/checkpoints/last.ckpt"))  # noqa: E731
-    _kill_runner_when(proc, lambda: len(ckpts()) == 2)
+    wait_for(lambda: len(ckpts()) == 2, proc)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
     first = _jobs_started(tmp_path)
-    assert len(first) == 2 and _wait_gone([j["pid"] for j in first]) == []
+    assert len(first) == 2 and survivors([j["pid"] for j in first]) == []
     assert _results(out) == []
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(jobs, "JOB_MODULE", "fake_job")
