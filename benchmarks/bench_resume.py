@@ -151,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"killed after {args.at * full:.1f} s with {done_before} results.json; "
               f"its processes alive 15 s later: {len(alive)}", flush=True)
         rerun, proc = run(killed, str(tmp / "cache_b"))
-        print(f"rerun:         {rerun:7.1f} s, exit {proc.returncode}", flush=True)
+        print(f"rerun:         {rerun:7.1f} s, exit {proc.returncode} "
+              f"({proc.stderr.splitlines()[0] if proc.stderr else ''})", flush=True)
         if proc.returncode != 0:
             print(proc.stderr[-3000:])
         print(f"rerun / uninterrupted: {rerun / full:.2f} (target <= 0.8, goal <= 0.5)")

@@ -262,6 +262,7 @@ def test_killed_ensemble_sweep_resumes_its_jobs_from_their_checkpoints(
     (tmp_path / "fast").touch()
     code, err = _run(["sweep", str(path), "--output", str(out), "--ensemble", "4"], capsys)
     assert code == 0, err
+    assert "4 to run; 2 ensemble job(s) resume from their checkpoints" in err
     again = _jobs_started(tmp_path)[2:]
     assert sorted(j["names"] for j in again) == sorted(j["names"] for j in first)
     assert all(j["start"] >= 1 for j in again)  # continued from a checkpoint

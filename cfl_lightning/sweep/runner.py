@@ -209,9 +209,11 @@ def _plan(
         tasks.append(_Task([point], command, point.directory, point.directory / "run.log"))
     to_run = sum(len(task.points) for task in tasks)
     summary.not_run = summary.total - summary.skipped - to_run
+    resumed = sum(1 for task in tasks if task.job is not None and task.job.resumed)
     say(
         f"{source}: {summary.total} points, {summary.skipped} already done, {to_run} to run"
         + (f" ({summary.not_run} left for later: --limit)" if summary.not_run else "")
+        + (f"; {resumed} ensemble job(s) resume from their checkpoints" if resumed else "")
     )
     return summary, tasks
 
