@@ -3,7 +3,7 @@
 Usage::
 
     python benchmarks/bench_resume.py                  # 4 points, --ensemble 4, 30 epochs
-    python benchmarks/bench_resume.py --smoke          # tiny corpora, 6 epochs (checks the machinery)
+    python benchmarks/bench_resume.py --smoke          # tiny corpora, 6 epochs (the machinery)
     python benchmarks/bench_resume.py --plain          # the plain runner (one process per point)
 
 The grid: parity + star-free (``configs/parity_starfree.yaml``), exact counts 500 and 1500 x
@@ -117,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     epochs = args.epochs or (6 if args.smoke else 30)
     flags = ["--parallel", "2"] if args.plain else ["--ensemble", "4"]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    env = dict(os.environ, PYTHONPATH=path)
     env.setdefault("WANDB_MODE", "disabled")
     with tempfile.TemporaryDirectory(prefix="cfl_bench_resume_") as tmp:
         tmp = Path(tmp)
@@ -140,8 +141,10 @@ def main(argv: list[str] | None = None) -> int:
             print(proc.stderr[-3000:])
         killed = tmp / "killed"
         command = sweep_command(grid, killed, flags, args.job_module)
-        runner = subprocess.Popen(command, cwd=ROOT, env=dict(env, CFL_LIGHTNING_CACHE=str(tmp / "cache_b")),
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        runner = subprocess.Popen(
+            command, cwd=ROOT, env=dict(env, CFL_LIGHTNING_CACHE=str(tmp / "cache_b")),
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
         time.sleep(args.at * full)
         runner.send_signal(signal.SIGKILL)
         runner.wait()

@@ -95,7 +95,8 @@ def test_runner_killed_mid_sweep_takes_its_runs_along_and_a_rerun_finishes(tmp_p
     for x in ("3", "4"):  # the killed attempt's log was kept, aside
         (point,) = out.glob(f"x-{x}_*")
         assert (point / ".attempts" / "1" / "run.log").is_file()
-        assert "# guard: the sweep runner is gone" in (point / ".attempts" / "1" / "run.log").read_text()
+        earlier = (point / ".attempts" / "1" / "run.log").read_text()
+        assert "# guard: the sweep runner is gone" in earlier
 
 
 def test_a_second_runner_refuses_while_the_directory_is_locked(tmp_path, capsys, monkeypatch):
@@ -144,6 +145,9 @@ def test_a_lock_file_left_by_a_dead_runner_does_not_block(tmp_path):
     with lock.lock_output(tmp_path, wait=30):
         holder = json.loads((tmp_path / lock.LOCK_NAME).read_text())
     assert holder["pid"] == os.getpid() and time.monotonic() - started < 5
+    assert not (tmp_path / lock.LOCK_NAME).exists()  # removed by the runner that held it
+    with lock.lock_output(tmp_path):  # and locked afresh
+        assert (tmp_path / lock.LOCK_NAME).is_file()
 
 
 HOLDER = """\
@@ -188,7 +192,8 @@ def test_runs_that_do_not_stop_and_a_live_runner_are_refused(tmp_path):
     holder = _hold(tmp_path, os.getpid(), 30)  # negative control: a live runner, refused at once
     try:
         started = time.monotonic()
-        with pytest.raises(lock.SweepLocked, match=rf"in use by another sweep runner \(pid {os.getpid()} on"):
+        named = rf"in use by another sweep runner \(pid {os.getpid()} on"
+        with pytest.raises(lock.SweepLocked, match=named):
             with lock.lock_output(tmp_path, wait=30):
                 pass
         assert time.monotonic() - started < 5
@@ -289,7 +294,9 @@ def test_guard_stops_a_finished_runs_leftovers_and_control_without_guard(tmp_pat
         proc.kill()
         proc.wait()
     # negative control: without the guard the stray outlives its parent
-    bare = subprocess.Popen([sys.executable, "-c", STUBBORN, "exit"], stdout=subprocess.PIPE, text=True)
+    bare = subprocess.Popen(
+        [sys.executable, "-c", STUBBORN, "exit"], stdout=subprocess.PIPE, text=True
+    )
     stray = int(bare.stdout.readline().split()[1])
     bare.wait()
     try:

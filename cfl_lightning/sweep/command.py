@@ -1,4 +1,4 @@
-"""Command lines of grid points, built from a sweep's ``command:`` exactly as ``wandb agent`` does."""
+"""Command lines of grid points, built from a sweep's ``command:`` as ``wandb agent`` does."""
 
 from __future__ import annotations
 

@@ -103,7 +103,8 @@ class EnsembleJob:
 
     def write_spec(self) -> None:
         """Write ``spec.json`` (atomically)."""
-        spec = {"members": [dict(m) for m in self.members], "checkpoint_dir": str(self.checkpoint_dir)}
+        members = [dict(m) for m in self.members]
+        spec = {"members": members, "checkpoint_dir": str(self.checkpoint_dir)}
         atomic_write_text(self.spec, json.dumps(spec, indent=1) + "\n")
 
     def clear_checkpoints(self) -> None:
@@ -113,7 +114,9 @@ class EnsembleJob:
 
 def member_key(params: Mapping[str, Any]) -> str:
     """The parameters that must agree within an ensemble (all but ``data.*`` and the seed)."""
-    shared = {k: v for k, v in params.items() if not k.startswith("data.") and k != "seed_everything"}
+    shared = {
+        k: v for k, v in params.items() if not k.startswith("data.") and k != "seed_everything"
+    }
     return json.dumps(shared, sort_keys=True, default=str)
 
 
@@ -127,7 +130,7 @@ def fit_args(command: Sequence[str]) -> list[str] | None:
 
 
 def parse_member_line(line: str) -> tuple[str, str, str] | None:
-    """``("done", NAME, "")`` or ``("FAILED", NAME, reason)`` from a job's stdout line, else None."""
+    """``("done", NAME, "")`` or ``("FAILED", NAME, reason)`` from a job's stdout line, or None."""
     match = _LINE.match(line.strip())
     if match is None:
         return None
@@ -185,7 +188,9 @@ def resumable_jobs(
             names = [str(m["name"]) for m in members]
         except (OSError, ValueError, KeyError, TypeError):
             continue
-        if not any(n in pending for n in names) or claimed & set(names) or len(set(names)) < len(names):
+        if len(set(names)) < len(names) or claimed & set(names):
+            continue
+        if not any(n in pending for n in names):
             continue
         points = [pending.get(n) or _member_point(Path(output) / n) for n in names]
         if any(p is None for p in points):

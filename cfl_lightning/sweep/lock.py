@@ -2,7 +2,7 @@
 
 The lock is ``flock`` on the file, so the kernel releases it when its holders are gone, however
 they ended (a SIGKILL included): a lock file left behind never blocks anyone. The file records
-the holder (pid, host, start time) for the refusal message. Its descriptor is inherited by each
+the holder (pid, host, start time) for the refusal message, and is removed when its runner ends. Its descriptor is inherited by each
 run's guard (:mod:`cfl_lightning.sweep.guard`), so after a runner dies the directory stays locked
 until its runs have been stopped too.
 
@@ -81,11 +81,39 @@ def _dead_here(holder: dict[str, Any]) -> bool:
     )
 
 
+def _try_lock(path: Path) -> tuple[int | None, dict[str, Any]]:
+    """``(fd, {})`` when ``path`` is locked by us now, else ``(None, the recorded holder)``.
+
+    The file is opened afresh each time: its last holder removes it on release, so the one
+    locked must still be the one at ``path`` (else it is tried again).
+    """
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as err:
+            holder = _read_holder(fd)
+            os.close(fd)
+            if err.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                raise
+            return None, holder
+        try:
+            same = os.stat(path).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            return fd, {}
+        os.close(fd)  # removed (and maybe recreated) by its holder meanwhile: try again
+
+
 @contextlib.contextmanager
 def lock_output(
     output: str | os.PathLike, *, wait: float = 60.0, say: Any = None
 ) -> Iterator[int]:
     """Hold the output directory's lock within the block (creating the directory).
+
+    The lock file is removed on release (by the runner; after a runner died it stays, harmless,
+    until the next runner is done).
 
     Args:
         output: the sweep's output directory.
@@ -102,37 +130,32 @@ def lock_output(
     output = Path(output)
     output.mkdir(parents=True, exist_ok=True)
     path = output / LOCK_NAME
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    try:
-        deadline, waited = None, False
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError as err:
-                if err.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-                    raise
-            holder = _read_holder(fd)
-            if not holder or _dead_here(holder):  # starting, or a dead runner's runs stopping
-                deadline = deadline or time.monotonic() + (wait if holder else 2.0)
-                if time.monotonic() < deadline:
-                    if holder and not waited and say is not None:
-                        say(
-                            f"{output}: waiting for the runs of a stopped sweep runner "
-                            f"({holder_text(holder)}) to end"
-                        )
-                    waited = waited or bool(holder)
-                    time.sleep(_POLL)
-                    continue
-                if holder:
-                    raise SweepLocked(
-                        f"{output} is still locked by the runs of a stopped sweep runner "
-                        f"({holder_text(holder)}) after {wait:g} s; stop them or try again"
+    deadline, waited = None, False
+    while True:
+        fd, holder = _try_lock(path)
+        if fd is not None:
+            break
+        if not holder or _dead_here(holder):  # starting, or a dead runner's runs stopping
+            deadline = deadline or time.monotonic() + (wait if holder else 2.0)
+            if time.monotonic() < deadline:
+                if holder and not waited and say is not None:
+                    say(
+                        f"{output}: waiting for the runs of a stopped sweep runner "
+                        f"({holder_text(holder)}) to end"
                     )
-            raise SweepLocked(
-                f"{output} is in use by another sweep runner ({holder_text(holder)}); "
-                "wait for it to finish or stop it"
-            )
+                waited = waited or bool(holder)
+                time.sleep(_POLL)
+                continue
+            if holder:
+                raise SweepLocked(
+                    f"{output} is still locked by the runs of a stopped sweep runner "
+                    f"({holder_text(holder)}) after {wait:g} s; stop them or try again"
+                )
+        raise SweepLocked(
+            f"{output} is in use by another sweep runner ({holder_text(holder)}); "
+            "wait for it to finish or stop it"
+        )
+    try:
         info = {
             "pid": os.getpid(),
             "host": socket.gethostname(),
@@ -142,4 +165,6 @@ def lock_output(
         os.pwrite(fd, (json.dumps(info) + "\n").encode("utf-8"), 0)
         yield fd
     finally:
+        with contextlib.suppress(OSError):
+            os.unlink(path)  # while still holding it (see _try_lock)
         os.close(fd)  # releases the lock, unless a guard still holds the descriptor
