@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from cfl_lightning.analysis.sweeps import SweepError, build_command, iter_grid
+from cfl_lightning.sweep import SweepError, build_command, iter_grid
 from cfl_lightning.errors import CflError
 
 __all__ = [
@@ -275,7 +275,7 @@ def stratify(
     """Measure every data setting of a correlational sweep and choose up to ``per_bin`` per bin.
 
     Args:
-        config: a validated grid sweep (:func:`~cfl_lightning.analysis.sweeps.load_sweep`) whose
+        config: a validated grid sweep (:func:`~cfl_lightning.sweep.load_sweep`) whose
             command runs ``python -m cfl_lightning fit``.
         event: ``state:NAME``, ``symbol:SYM`` or ``transition:SOURCE:SYM``.
         edges: increasing bin edges ``E_0 < ... < E_k``; bin ``i`` is ``[E_i, E_{i+1})``.

@@ -28,7 +28,7 @@ import torch
 from cfl_lightning import PFSA, CflError, OutputError, SizeError, sample_corpus
 from cfl_lightning.__main__ import main
 from cfl_lightning.analysis import draw as draw_module
-from cfl_lightning.analysis import sweeps as sw
+from cfl_lightning import sweep as sw
 from cfl_lightning.io import Interrupted, atomic_open, check_output, signals_interrupt
 from cfl_lightning.sampling import budget
 from tests.test_automata import PARITY_JSON
@@ -429,7 +429,7 @@ GRIDS = [
 @pytest.mark.parametrize("params", GRIDS, ids=[f"grid{i}" for i in range(len(GRIDS))])
 def test_lazy_grid_equals_the_sweeps_engine(params):
     config = {"method": "grid", "parameters": params}
-    engine = sw._import_sweeps()
+    engine = sw.grid._import_sweeps()
     reference = [
         {k: v["value"] for k, v in run.config.items()}
         for run in engine.next_runs(copy.deepcopy(config), [], n=10_000)
@@ -462,21 +462,20 @@ def test_grid_is_counted_not_enumerated_and_refused_by_parameter(work):
     assert [p["data.seed"] for p in first] == [0, 0, 1]
 
 
-def test_runner_moved_out_of_analysis_and_old_names_still_work():
-    from cfl_lightning import runner
+def test_sweep_package_replaced_the_old_modules():
+    """Grid planning, the runner and ensemble grouping live in cfl_lightning.sweep alone."""
+    from cfl_lightning.sweep import runner
 
-    assert sw.run_sweep is runner.run_sweep and sw.child_env is runner.child_env
-    assert sw.SweepSummary is runner.SweepSummary and sw.THREAD_ENV == runner.THREAD_ENV
-    for module in ("analysis/sweeps.py", "runner.py"):
-        text = (REPO / "cfl_lightning" / module).read_text()
-        assert "from cfl_lightning.cli" not in text and "import cfl_lightning.cli" not in text
+    assert sw.run_sweep is runner.run_sweep and sw.SweepSummary is runner.SweepSummary
+    for module in ("analysis/sweeps.py", "runner.py", "ensemble/sweep.py"):
+        assert not (REPO / "cfl_lightning" / module).exists(), module
 
 
 def test_limit_counts_done_points_beyond_the_walk(work, capsys):
     (work / "fake.py").write_text(
         "import json, os, sys\nargs = dict(a[2:].split('=', 1) for a in sys.argv[1:])\n"
         "d = args['trainer.default_root_dir']\nos.makedirs(d, exist_ok=True)\n"
-        "open(os.path.join(d, 'results.json'), 'w').write('{}')\n"
+        "open(os.path.join(d, 'results.json'), 'w').write(json.dumps({'kl_total': 0.5}))\n"
     )
     path = work / "small.yaml"
     path.write_text(SWEEP.format(extra="  x:\n    values: [1, 2, 3]\n"))

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cfl_lightning.analysis.sweeps import iter_grid, load_sweep
+from cfl_lightning.sweep import iter_grid, load_sweep
 from cfl_lightning.stratify import (
     StratifyError,
     choose,

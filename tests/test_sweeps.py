@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from cfl_lightning.__main__ import main
-from cfl_lightning.analysis import sweeps as sw
+from cfl_lightning import sweep as sw
 
 REPO = Path(__file__).resolve().parents[1]
 SWEEPS = sorted((REPO / "sweeps").glob("*.yaml"))  # the case studies' paper-size grids
@@ -47,7 +47,7 @@ def test_all_case_studies_have_causal_and_correlational_sweeps():
 def test_sweep_file_is_a_valid_flat_grid(path):
     text = path.read_text()
     config = sw.load_sweep(path)  # schema, grid, flat names, command
-    sweeps = sw._import_sweeps()
+    sweeps = sw.grid._import_sweeps()
     assert sweeps.schema_violations_from_proposed_config(config) == []
     assert config["method"] == "grid" and config["name"] == path.stem
     # the command is a block list (a flow list [...] cannot hold ${...}) running the train CLI
@@ -265,7 +265,7 @@ if args.get("x") == "2":
     sys.exit(3)
 os.makedirs(os.path.join(root, "logs", "version_0"), exist_ok=True)
 with open(os.path.join(root, "logs", "version_0", "results.json"), "w") as f:
-    json.dump(args, f)
+    json.dump(dict(args, kl_total=0.5), f)
 """
 
 
@@ -293,10 +293,11 @@ def test_runner_runs_points_reports_failures_and_resumes(tmp_path, capsys, monke
     code, err = run_main(["sweep", str(path), "--output", str(out), "--parallel", "2"], capsys)
     assert code == 1, err
     failed = [line for line in err.splitlines() if "FAILED" in line]
-    assert len(failed) == 1 and "x-2_" in failed[0] and "(exit 3)" in failed[0]
+    assert len(failed) == 1 and "x-2_" in failed[0] and "(exit 3: boom)" in failed[0]
     assert failed[0].endswith("run.log")
     log = Path(failed[0].split("log: ")[1])
     assert "boom" in log.read_text() and log.read_text().startswith("# /usr/bin/env ")
+    assert log.read_text().splitlines()[-1] == "# FAILED: exit 3: boom"  # its own error line
     assert "2 done, 0 skipped (already done), 1 failed of 3 points" in err
     first = calls(tmp_path)
     assert len(first) == 3
@@ -321,6 +322,8 @@ def test_runner_runs_points_reports_failures_and_resumes(tmp_path, capsys, monke
     assert [c["args"]["x"] for c in again] == ["2"]
     assert again[0]["env"]["WANDB_MODE"] == "disabled"  # a user's WANDB_MODE is kept
     assert sorted(p.name.split("_")[0] for p in out.iterdir()) == ["x-1", "x-2", "x-3"]
+    failed_dir = next(out.glob("x-2_*"))  # its first attempt was set aside, not overwritten
+    assert "boom" in (failed_dir / ".attempts" / "1" / "run.log").read_text()
 
 
 def test_runner_limit_and_dry_run(tmp_path, capsys, monkeypatch):

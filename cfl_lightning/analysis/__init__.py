@@ -1,7 +1,5 @@
-"""Sweeps, aggregation, figures and automaton drawings.
+"""Aggregation, figures and automaton drawings.
 
-* :mod:`cfl_lightning.analysis.sweeps`: W&B grid sweeps expanded with W&B's engine and run
-  offline (``python -m cfl_lightning sweep``);
 * :mod:`cfl_lightning.analysis.records`: read runs from ``results.json`` files, W&B sweeps or
   JSON Lines files (type-checked), and write compact JSON Lines;
 * :mod:`cfl_lightning.analysis.stats`: Student-t intervals of means over automata and of the
@@ -11,7 +9,8 @@
 * :mod:`cfl_lightning.analysis.plot`: draw the curves (matplotlib);
 * :mod:`cfl_lightning.analysis.draw`: render an automaton (graphviz).
 
-The submodules import matplotlib, graphviz, the ``sweeps`` engine and wandb only when used.
+The submodules import matplotlib, graphviz and wandb only when used. Sweeps (grid planning and
+the runner) are :mod:`cfl_lightning.sweep`.
 """
 
-__all__ = ["sweeps", "records", "stats", "aggregate", "plot", "draw"]
+__all__ = ["records", "stats", "aggregate", "plot", "draw"]

@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
 
         import yaml
 
-        from cfl_lightning.analysis.sweeps import load_sweep
+        from cfl_lightning.sweep import load_sweep
         from cfl_lightning.io import atomic_write_text, check_output
         from cfl_lightning.stratify import StratifyError, check_design, settings_csv, stratified_sweep, stratify
 

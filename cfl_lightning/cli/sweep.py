@@ -14,13 +14,20 @@ built from the sweep's ``command:`` like ``wandb agent`` does (``${interpreter}`
 Python), plus ``--trainer.default_root_dir=DIR/<run_name>``. Every point runs in
 ``DIR/<run_name>`` (``params.json``, ``run.log``, the run's outputs) with one CPU thread and
 ``WANDB_MODE=offline`` unless ``WANDB_MODE`` is set. Points whose directory already holds a
-``results.json`` are skipped, so an interrupted sweep resumes where it stopped. Exit status:
-0 when every point is done, 1 when some point failed, 2 on bad input, 130 when interrupted.
+valid ``results.json`` (it parses and has a finite ``kl_total``) are skipped, so an interrupted
+sweep resumes where it stopped; the files of an unfinished point's earlier attempt are moved to
+``DIR/<run_name>/.attempts/N/`` (an invalid ``results.json`` renamed ``results.json.invalid``)
+before it runs again. The runs stop with the runner, even when it is killed (each runs behind a
+guard process), and one runner at a time may use DIR (``DIR/.sweep.lock``): a second one
+refuses with one line naming the first (pid, host, start time). Exit status: 0 when every point
+is done, 1 when some point failed, 2 on bad input or a locked DIR, 130 when interrupted.
 
 ``--ensemble M`` trains the points that differ only in ``data.*`` and ``seed_everything`` as
-ensembles of up to M members, one process each (:mod:`cfl_lightning.ensemble`): each member
-writes the ``results.json`` its own run would, in its own directory; ``--parallel J`` runs J
-ensembles at a time (a group is split to keep J busy).
+ensembles of up to M members, one process each (:mod:`cfl_lightning.sweep.jobs`): each member
+writes the ``results.json`` its own run would, in its own directory, and is reported (and
+fails) alone; ``--parallel J`` runs J ensembles at a time (a group is split to keep J busy).
+A job checkpoints into ``DIR/.ensembles/<job>/checkpoints/``; a rerun starts an interrupted job
+again with the same members, from its last checkpoint.
 """
 
 from __future__ import annotations
@@ -48,7 +55,12 @@ def _positive(text: str) -> int:
 
 def build_parser() -> ArgumentParser:
     parser = ArgumentParser(
-        prog=PROG, description="Run a W&B grid sweep YAML offline, resumably, J runs at a time."
+        prog=PROG, description="Run a W&B grid sweep YAML offline, resumably, J runs at a time.",
+        epilog="A point is done when it holds a results.json that parses and has a finite "
+        "kl_total; other points run again, their earlier files moved to POINT/.attempts/N/. "
+        "Runs stop with the runner, even a killed one. One runner per DIR (DIR/.sweep.lock): a "
+        "second refuses, naming the first. Exit: 0 all done, 1 some failed, 2 bad input or DIR "
+        "locked, 130 interrupted."
     )
     parser.add_argument("sweep", help="W&B sweep YAML (method: grid, flat dotted parameters)")
     parser.add_argument(
@@ -69,7 +81,7 @@ def build_parser() -> ArgumentParser:
     parser.add_argument(
         "--ensemble", type=_positive, default=None, metavar="M",
         help="train points differing only in data.* and seed_everything together, up to M "
-        "per process (one batched model; see cfl_lightning.ensemble)",
+        "per process (one batched model; an interrupted job resumes from its checkpoint)",
     )
     return parser
 
@@ -81,8 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     def body() -> int:
         from pathlib import Path
 
-        from cfl_lightning.analysis.sweeps import SweepError, load_sweep
-        from cfl_lightning.runner import run_sweep
+        from cfl_lightning.sweep import SweepError, load_sweep, run_sweep
 
         config = load_sweep(args.sweep)
         output = Path(args.output)

@@ -7,7 +7,8 @@ clipping, Adam state, LR schedule, early stopping and best weights of its own se
 and its own test. :class:`LastCheckpoint` makes a killed ensemble resumable. The CLI layer runs
 ``fit`` command lines this way (``python -m cfl_lightning.cli.ensemble_job SPEC.json``, started
 by ``python -m cfl_lightning sweep --ensemble M``) and writes each member's ``results.json``
-(:mod:`cfl_lightning.ensemble.results`).
+(:mod:`cfl_lightning.ensemble.results`); :mod:`cfl_lightning.sweep.jobs` groups a sweep's
+points into such jobs.
 """
 
 from cfl_lightning.ensemble.checkpoint import LastCheckpoint

@@ -1,4 +1,4 @@
-"""W&B grid sweeps, expanded and run offline with W&B's own sweep engine.
+"""W&B grid sweep files: loading, validation and lazy expansion with W&B's own sweep engine.
 
 A sweep file is an ordinary W&B sweep YAML (``wandb sweep FILE`` accepts it unchanged) with
 ``method: grid``, *flat* dotted parameter names (``data.count``, ``model.init_args.lr``) and a
@@ -16,27 +16,18 @@ A sweep file is an ordinary W&B sweep YAML (``wandb sweep FILE`` accepts it unch
 
 :func:`iter_grid` walks the grid lazily in the order of ``sweeps.next_runs`` (the engine the
 W&B server uses; tests compare the two point by point), :func:`grid_size` counts it without
-enumerating it, and :func:`check_grid_size` refuses grids above ``max_points``.
-:func:`build_command` fills in the command macros exactly as ``wandb agent`` does (``${args}``
-becomes ``--key=value`` with Python's ``str`` of the value, so write ``"null"`` rather than
-``null`` for a None). Running the points (process supervision) is
-:func:`cfl_lightning.runner.run_sweep`; ``run_sweep``, ``SweepSummary``, ``child_env`` and
-``THREAD_ENV`` are still importable from here.
+enumerating it, and :func:`check_grid_size` refuses grids above ``max_points``. Command lines
+are :mod:`cfl_lightning.sweep.command`, run names :mod:`cfl_lightning.sweep.naming`.
 """
 
 from __future__ import annotations
 
 import copy
-import hashlib
 import itertools
-import json
 import math
 import os
-import re
-import sys
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,58 +36,25 @@ from cfl_lightning.io import read_text
 
 __all__ = [
     "SweepError",
-    "SweepPoint",
     "load_sweep",
     "validate_sweep",
     "grid_size",
     "expand_grid",
     "iter_grid",
     "check_grid_size",
-    "MAX_POINTS",
-    "run_name",
-    "point_hash",
-    "format_args",
-    "build_command",
-    "find_results",
-    "plan_sweep",
-    "iter_plan",
     "grid_contains",
-    "done_points",
-    "run_sweep",
-    "SweepSummary",
-    "child_env",
-    "THREAD_ENV",
+    "varying_parameters",
+    "MAX_POINTS",
+    "DEFAULT_COMMAND",
 ]
 
 MAX_POINTS = 100_000  # default bound on a grid's size (--max-points)
+#: the command W&B runs when a sweep file has none
 DEFAULT_COMMAND = ["${env}", "${interpreter}", "${program}", "${args}"]
-_ENVVAR = re.compile(r"\$\{envvar:([A-Za-z0-9_]*)\}")
-_MACRO = re.compile(r"^\$\{([A-Za-z_]+)\}$")
-# short slug forms of common parameters (the last dotted component is the key)
-_SHORT = {
-    "weight_seed": "w",
-    "topology_seed": "t",
-    "count": "n",
-    "seed_everything": "s",
-    "num_strings": "K",
-    "max_epochs": "ep",
-}
-_VALUE_ONLY = {"event", "model", "intervention", "generator", "class_path"}
-_SLUG_MAX = 72
 
 
 class SweepError(CflError):
     """A sweep file is missing, malformed or not a runnable grid."""
-
-
-@dataclass(frozen=True)
-class SweepPoint:
-    """One grid point: its parameters (in the engine's order), name and run directory."""
-
-    params: dict[str, Any]
-    name: str
-    directory: Path
-    done: bool = False
 
 
 # --------------------------------------------------------------------------- loading
@@ -315,169 +273,10 @@ def expand_grid(
     return list(itertools.islice(iter_grid(config, max_points), limit))
 
 
-# --------------------------------------------------------------------------- naming
-
-
-def point_hash(params: Mapping[str, Any]) -> str:
-    """First 8 hex digits of the sha256 of the parameters' canonical JSON."""
-    text = json.dumps(dict(params), sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:8]
-
-
-def _slug_value(value: Any) -> str:
-    text = str(value)
-    if text.endswith("LanguageModel"):
-        text = text.rsplit(".", 1)[-1][: -len("LanguageModel")] or text
-    return re.sub(r"[^A-Za-z0-9.+-]+", "-", text).strip("-") or "x"
-
-
-def run_name(params: Mapping[str, Any], varying: Sequence[str] | None = None) -> str:
-    """A stable, readable directory name: a slug of the (varying) parameters + a short hash.
-
-    The hash covers *all* parameters, so names are unique and stable; the slug only helps
-    reading (e.g. ``n500_state-odd_w3_LSTM_s0_1a2b3c4d``).
-
-    Args:
-        params: the point's parameters.
-        varying: the parameters shown in the slug (default: all), e.g. those with more than one
-            value in the grid.
-    """
-    keys = [k for k in params if varying is None or k in varying]
-    parts = []
-    for key in keys:
-        last = key.rsplit(".", 1)[-1]
-        value = _slug_value(params[key])
-        if last in _VALUE_ONLY or key == "model":
-            parts.append(value)
-        elif last in _SHORT:
-            parts.append(f"{_SHORT[last]}{value}")
-        else:
-            parts.append(f"{last}-{value}")
-    slug = "_".join(parts)[:_SLUG_MAX].rstrip("_-.") or "run"
-    return f"{slug}_{point_hash(params)}"
-
-
-# --------------------------------------------------------------------------- commands
-
-
-def format_args(params: Mapping[str, Any]) -> dict[str, list[str]]:
-    """The argument macros of ``wandb agent`` (``wandb/sdk/launch/sweeps/utils.py``)."""
-    flags = [f"--{k}={v}" for k, v in params.items()]
-    return {
-        "args": flags,
-        "args_no_hyphens": [f"{k}={v}" for k, v in params.items()],
-        "args_no_equals": [t for k, v in params.items() for t in (f"--{k}", str(v))],
-        "args_no_boolean_flags": [
-            f"--{k}" if isinstance(v, bool) else f"--{k}={v}"
-            for k, v in params.items()
-            if not (isinstance(v, bool) and not v)
-        ],
-        "args_json": [json.dumps(dict(params))],
-    }
-
-
-def build_command(
-    config: Mapping[str, Any],
-    params: Mapping[str, Any],
-    *,
-    interpreter: str | None = None,
-    run_dir: str | os.PathLike | None = None,
-    absolute_from: str | os.PathLike | None = None,
-) -> list[str]:
-    """The command line of one point, as ``wandb agent`` would build it.
-
-    ``${env}`` -> ``/usr/bin/env``, ``${interpreter}`` -> ``interpreter`` (default
-    ``sys.executable``; the agent uses ``python`` from ``PATH``), ``${program}`` -> the sweep's
-    ``program``, ``${args}`` & co. -> the parameters, ``${envvar:NAME}`` -> ``$NAME``. With
-    ``run_dir``, ``--trainer.default_root_dir=RUN_DIR`` is appended.
-
-    Args:
-        absolute_from: if given, relative file paths of the command template that exist relative
-            to this directory (``--config configs/x.yaml``, ``${program}``) and parameter values
-            that look like existing relative paths are made absolute, so the command can run in
-            another working directory.
-    """
-    macros = format_args(params)
-    macros["env"] = ["/usr/bin/env"]
-    macros["interpreter"] = [interpreter or sys.executable]
-    if config.get("program"):
-        macros["program"] = [_absolute(str(config["program"]), absolute_from)]
-    out: list[str] = []
-    arg_macros = {k for k in macros if k.startswith("args")}
-    for raw in config.get("command", DEFAULT_COMMAND):
-        token = _ENVVAR.sub(lambda m: os.environ.get(m.group(1), m.group(1)), str(raw))
-        match = _MACRO.match(token)
-        if match:
-            name = match.group(1)
-            if name not in macros:
-                raise SweepError(f"unknown command macro ${{{name}}}")
-            values = macros[name]
-            if name in arg_macros and absolute_from is not None:
-                values = [_absolute_flag(v, absolute_from) for v in values]
-            out.extend(values)
-        elif "${" in token:
-            raise SweepError(f"unsupported macro in command entry {token!r}")
-        else:
-            out.append(_absolute_flag(token, absolute_from))
-    if run_dir is not None:
-        out.append(f"--trainer.default_root_dir={os.fspath(run_dir)}")
-    return out
-
-
-def _absolute(token: str, base: str | os.PathLike | None) -> str:
-    """``token`` made absolute if it looks like a relative path that exists under ``base``."""
-    if base is None or not token or os.path.isabs(token) or token.startswith("-"):
-        return token
-    if not ("/" in token or token.endswith((".yaml", ".yml", ".json", ".py"))):
-        return token  # e.g. ``cfl_lightning`` after ``-m``, or ``fit``
-    candidate = Path(base) / token
-    return str(candidate.resolve()) if candidate.exists() else token
-
-
-def _absolute_flag(token: str, base: str | os.PathLike | None) -> str:
-    if base is None:
-        return token
-    if token.startswith("-") and "=" in token:
-        flag, value = token.split("=", 1)
-        return f"{flag}={_absolute(value, base)}"
-    return _absolute(token, base)
-
-
-# --------------------------------------------------------------------------- planning
-
-
-def find_results(directory: str | os.PathLike) -> Path | None:
-    """The first ``results.json`` under ``directory`` (recursively), or None."""
-    directory = Path(directory)
-    if not directory.is_dir():
-        return None
-    return next(iter(sorted(directory.rglob("results.json"))), None)
-
-
-def _varying(config: Mapping[str, Any]) -> list[str]:
+def varying_parameters(config: Mapping[str, Any]) -> list[str]:
+    """The parameters with more than one value (those a run name shows)."""
     axes = _grid_axes(config)
     return [name for name, values, _ in axes if values is not None and len(values) > 1]
-
-
-def iter_plan(
-    config: Mapping[str, Any], output: str | os.PathLike, *, max_points: int | None = None
-) -> Iterator[SweepPoint]:
-    """Each grid point (lazily, :func:`iter_grid`) with its run directory and whether it is done.
-
-    A point is done when a directory ``OUTPUT/*_<hash>`` (the hash of :func:`run_name`, so a
-    renamed slug still matches) holds a ``results.json`` anywhere below it.
-    """
-    output = Path(output)
-    existing: dict[str, Path] = {}
-    if output.is_dir():
-        for child in output.iterdir():
-            if child.is_dir() and "_" in child.name:
-                existing.setdefault(child.name.rsplit("_", 1)[1], child)
-    varying = _varying(config)
-    for params in iter_grid(config, max_points):
-        name = run_name(params, varying)
-        directory = existing.get(point_hash(params), output / name)
-        yield SweepPoint(params, directory.name, directory, find_results(directory) is not None)
 
 
 def grid_contains(config: Mapping[str, Any], params: Mapping[str, Any]) -> bool:
@@ -498,47 +297,3 @@ def grid_contains(config: Mapping[str, Any], params: Mapping[str, Any]) -> bool:
         if not ok:
             return False
     return True
-
-
-def done_points(config: Mapping[str, Any], output: str | os.PathLike) -> dict[str, Path]:
-    """``{point_hash: directory}`` of the grid's points already done under ``output``.
-
-    Found from the directories (their ``params.json`` and ``results.json``), without walking
-    the grid: what :func:`cfl_lightning.runner.run_sweep` counts as "already done" beyond
-    the points it walked.
-    """
-    output = Path(output)
-    found: dict[str, Path] = {}
-    if not output.is_dir():
-        return found
-    for child in sorted(output.iterdir()):
-        if not (child.is_dir() and "_" in child.name and (child / "params.json").is_file()):
-            continue
-        try:
-            params = json.loads(read_text(child / "params.json", limit=1 << 20, error=SweepError))
-        except (OSError, ValueError):
-            continue
-        if isinstance(params, dict) and find_results(child) is not None:
-            key = point_hash(params)
-            if key == child.name.rsplit("_", 1)[1] and grid_contains(config, params):
-                found.setdefault(key, child)
-    return found
-
-
-def plan_sweep(
-    config: Mapping[str, Any], output: str | os.PathLike, *, max_points: int | None = None
-) -> list[SweepPoint]:
-    """Every point of :func:`iter_plan`, as a list."""
-    return list(iter_plan(config, output, max_points=max_points))
-
-
-def __getattr__(name: str) -> Any:
-    """The process runner moved to :mod:`cfl_lightning.runner`; its old names still work here."""
-    if name in _MOVED:
-        from cfl_lightning import runner
-
-        return getattr(runner, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-_MOVED = ("run_sweep", "SweepSummary", "child_env", "THREAD_ENV")

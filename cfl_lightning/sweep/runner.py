@@ -1,0 +1,413 @@
+"""Run the points of a grid sweep as supervised subprocesses, a few at a time, resumably.
+
+The grid (loading, lazy expansion, names, commands, plans) is the rest of
+:mod:`cfl_lightning.sweep`; this module supervises processes. :func:`run_sweep`
+
+* holds the output directory's lock (:mod:`~cfl_lightning.sweep.lock`): a second runner refuses;
+* skips points that hold a valid ``results.json`` (:mod:`~cfl_lightning.sweep.results`) and
+  sets aside the files of an unfinished point's earlier attempt before running it again, so
+  every point ends with one ``results.json``;
+* runs each point (or ensemble job, :mod:`~cfl_lightning.sweep.jobs`) in its own directory
+  behind a guard (:mod:`~cfl_lightning.sweep.process`) that stops it, and everything it
+  started, when the runner stops or dies;
+* reports each point on one line, and writes each failed point's reason into its ``run.log``.
+
+SIGINT, SIGTERM and SIGHUP stop the running points (SIGTERM, SIGKILL after a grace period) and
+return with ``interrupted`` set. The ``sweep`` command (:mod:`cfl_lightning.cli.sweep`) is a thin
+layer on :func:`run_sweep`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, TextIO
+
+from cfl_lightning.io import atomic_write_text
+from cfl_lightning.sweep.command import build_command
+from cfl_lightning.sweep.grid import check_grid_size
+from cfl_lightning.sweep.jobs import EnsembleJob, parse_member_line, plan_jobs
+from cfl_lightning.sweep.lock import lock_output
+from cfl_lightning.sweep.naming import point_hash
+from cfl_lightning.sweep.plan import SweepPoint, done_points, iter_plan
+from cfl_lightning.sweep.process import child_env, start_guarded, stop_all
+from cfl_lightning.sweep.results import find_results, results_files, results_problem, set_aside
+
+__all__ = ["run_sweep", "SweepSummary"]
+
+
+@dataclass
+class SweepSummary:
+    """Counts of one :func:`run_sweep` call."""
+
+    total: int = 0
+    done: int = 0
+    skipped: int = 0
+    failed: list[str] = field(default_factory=list)
+    not_run: int = 0
+    interrupted: bool = False
+
+
+@dataclass
+class _Task:
+    """One process to run: a plain point, or an ensemble job and its pending members."""
+
+    points: list[SweepPoint]  # the points it reports (an ensemble's pending members)
+    command: list[str]
+    workdir: Path
+    log: Path  # stdout and stderr of a plain point (its run.log); an ensemble job's stderr
+    job: EnsembleJob | None = None
+    process: subprocess.Popen | None = None
+    files: list[IO] = field(default_factory=list)
+    started: float = 0.0
+    read: int = 0  # bytes of the job's members.out already parsed
+    reported: set[str] = field(default_factory=set)
+
+
+def _last_line(path: Path) -> str:
+    """The last non-empty line of a log that is not a runner/guard comment, shortened."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(max(handle.seek(0, os.SEEK_END) - 8192, 0))
+            lines = handle.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return ""
+    for line in reversed(lines):
+        line = line.strip()
+        if line and not line.startswith("#"):
+            return line[:240]
+    return ""
+
+
+def _append(path: Path, text: str) -> None:
+    try:
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(text.rstrip("\n") + "\n")
+    except OSError:
+        pass
+
+
+def run_sweep(
+    config: Mapping[str, Any],
+    output: str | os.PathLike,
+    *,
+    parallel: int = 1,
+    limit: int | None = None,
+    dry_run: bool = False,
+    threads: int = 1,
+    stream: TextIO | None = None,
+    source: str = "sweep",
+    max_points: int | None = None,
+    ensemble: int | None = None,
+    lock_wait: float = 60.0,
+) -> SweepSummary:
+    """Run the pending points of a grid sweep, ``parallel`` at a time.
+
+    Each point runs in its own directory ``OUTPUT/<run_name>`` (also its working directory, so
+    relative outputs of a config such as ``runs/...`` and ``wandb/`` land there), with
+    ``params.json`` written first and stdout/stderr in ``run.log``. Points with a valid
+    ``results.json`` are skipped; an unfinished point's earlier files are moved to
+    ``POINT/.attempts/N/`` first. A failing point is reported in one line (its reason also ends
+    its ``run.log``) and the others go on. Ctrl-C (or SIGTERM) stops the running points and
+    returns with ``interrupted`` set.
+
+    Args:
+        limit: run at most this many of the pending points (in grid order).
+        dry_run: only print the commands (takes no lock, writes nothing).
+        threads: CPU threads per run (``OMP_NUM_THREADS``, ``MKL_NUM_THREADS``,
+            ``CFL_LIGHTNING_THREADS``).
+        max_points: refuse grids larger than this (default
+            :data:`~cfl_lightning.sweep.grid.MAX_POINTS`).
+        ensemble: train points that differ only in ``data.*`` and ``seed_everything`` together,
+            up to this many per process (:mod:`cfl_lightning.sweep.jobs`); each member is still
+            reported, and fails, like a point of its own.
+        lock_wait: seconds to wait for the runs of a dead runner on the same directory to end
+            (:func:`~cfl_lightning.sweep.lock.lock_output`).
+
+    The grid is walked lazily and only up to the ``limit``-th pending point; done points beyond
+    it are counted from their directories (:func:`~cfl_lightning.sweep.plan.done_points`).
+
+    Raises:
+        SweepError: the grid is larger than ``max_points``, or another runner holds ``output``
+            (:class:`~cfl_lightning.sweep.lock.SweepLocked`).
+    """
+    stream = sys.stderr if stream is None else stream
+
+    def say(text: str) -> None:
+        stream.write(text + "\n")
+        stream.flush()
+
+    output = Path(output).absolute()
+    total = check_grid_size(config, max_points, source=source)
+    options = dict(
+        parallel=parallel, limit=limit, ensemble=ensemble, max_points=max_points, source=source
+    )
+    if dry_run:
+        summary, tasks = _plan(config, output, total, say, write=False, **options)
+        for task in tasks:
+            where = ", ".join(str(p.directory) for p in task.points)
+            note = f" (resumes {task.job.directory})" if task.job and task.job.resumed else ""
+            say(f"{where}: {shlex.join(task.command)}{note}")
+        return summary
+    with lock_output(output, wait=lock_wait, say=say) as lock_fd:
+        summary, tasks = _plan(config, output, total, say, write=True, **options)
+        _Execution(summary, tasks, say, child_env(threads, launch_dir=Path.cwd()), lock_fd).run(
+            parallel
+        )
+    return summary
+
+
+def _plan(
+    config: Mapping[str, Any],
+    output: Path,
+    total: int,
+    say: Any,
+    *,
+    parallel: int,
+    limit: int | None,
+    ensemble: int | None,
+    max_points: int | None,
+    source: str,
+    write: bool,
+) -> tuple[SweepSummary, list[_Task]]:
+    """Walk the grid (up to ``limit`` pending points) and turn the pending points into tasks."""
+    summary = SweepSummary(total=total)
+    cwd = Path.cwd()
+    pending: list[SweepPoint] = []
+    seen_done: set[str] = set()
+    stopped = False
+    for point in iter_plan(config, output, max_points=max_points):
+        if point.done:
+            seen_done.add(point_hash(point.params))
+        elif limit is not None and len(pending) >= limit:
+            stopped = True  # the rest of the grid is not walked: --limit on a huge grid is cheap
+            break
+        else:
+            pending.append(point)
+    summary.skipped = len(seen_done)
+    if stopped:  # done points further on, found from their directories
+        summary.skipped += len(set(done_points(config, output)) - seen_done)
+    tasks: list[_Task] = []
+    plain = pending
+    if ensemble is not None:
+        jobs, plain = plan_jobs(
+            config, pending, output, ensemble=ensemble, parallel=parallel, cwd=cwd, write=write
+        )
+        for job in jobs:  # a resumed job brings all its members, also those beyond --limit
+            todo = [p for p in job.points if not p.done]
+            tasks.append(_Task(todo, list(job.command), job.directory, job.log, job))
+    for point in plain:
+        command = build_command(config, point.params, run_dir=point.directory, absolute_from=cwd)
+        tasks.append(_Task([point], command, point.directory, point.directory / "run.log"))
+    to_run = sum(len(task.points) for task in tasks)
+    summary.not_run = summary.total - summary.skipped - to_run
+    resumed = sum(1 for task in tasks if task.job is not None and task.job.resumed)
+    say(
+        f"{source}: {summary.total} points, {summary.skipped} already done, {to_run} to run"
+        + (f" ({summary.not_run} left for later: --limit)" if summary.not_run else "")
+        + (f"; {resumed} ensemble job(s) resume from their checkpoints" if resumed else "")
+    )
+    return summary, tasks
+
+
+class _Execution:
+    """The supervision loop of one :func:`run_sweep` call."""
+
+    def __init__(
+        self, summary: SweepSummary, tasks: list[_Task], say: Any, env: Mapping[str, str],
+        lock_fd: int,
+    ) -> None:
+        self.summary = summary
+        self.queue = list(tasks)
+        self.running: list[_Task] = []
+        self.say = say
+        self.env = env
+        self.lock_fd = lock_fd
+        self.count = sum(len(task.points) for task in tasks)
+        self.finished = 0
+
+    def run(self, parallel: int) -> None:
+        previous = _install_sigterm()
+        try:
+            while self.queue or self.running:
+                while self.queue and len(self.running) < max(parallel, 1):
+                    self.start(self.queue.pop(0))
+                time.sleep(0.05)
+                for task in list(self.running):
+                    self.read_members(task)
+                    if task.process is not None and task.process.poll() is not None:
+                        self.running.remove(task)
+                        self.finish(task)
+        except KeyboardInterrupt:
+            self.summary.interrupted = True
+            self.say(f"interrupted: stopping {len(self.running)} running process(es)")
+            stop_all([t.process for t in self.running if t.process is not None])
+            for task in self.running:
+                self.finish(task, interrupted=True)
+            self.summary.not_run += sum(len(t.points) for t in self.queue)
+        finally:
+            _restore_sigterm(previous)
+
+    # ------------------------------------------------------------------- reporting
+
+    def report(self, point: SweepPoint, ok: bool, detail: str) -> None:
+        self.finished += 1
+        if ok:
+            self.summary.done += 1
+            self.say(f"[{self.finished}/{self.count}] done {point.name} ({detail})")
+            return
+        self.summary.failed.append(point.name)
+        log = point.directory / "run.log"
+        _append(log, f"# FAILED: {detail}")
+        self.say(f"[{self.finished}/{self.count}] FAILED {point.name} ({detail}); log: {log}")
+
+    def report_done(self, task: _Task, point: SweepPoint) -> None:
+        """Report ``point`` done if it now holds a valid results.json, else failed."""
+        task.reported.add(point.name)
+        if find_results(point.directory) is not None:
+            self.report(point, True, f"{time.monotonic() - task.started:.1f} s")
+            return
+        found = results_files(point.directory)
+        why = (
+            f"results.json {results_problem(found[0])}: {found[0]}" if found
+            else "no results.json"
+        )
+        self.report(point, False, f"finished, but {why}")
+
+    # ------------------------------------------------------------------- processes
+
+    def start(self, task: _Task) -> None:
+        """Clear the points' earlier attempts, write ``params.json`` and start the process."""
+        try:
+            for point in task.points:
+                set_aside(point.directory)
+                point.directory.mkdir(parents=True, exist_ok=True)
+                atomic_write_text(
+                    point.directory / "params.json", json.dumps(point.params, indent=1) + "\n"
+                )
+            task.workdir.mkdir(parents=True, exist_ok=True)
+            header = f"# {shlex.join(task.command)}\n"
+            if task.job is None:
+                log = open(task.log, "w", encoding="utf-8")  # noqa: SIM115
+                task.files = [log]
+                out = log
+            else:
+                job = task.job
+                job.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+                note = "resumed from its checkpoint" if job.resumed else "new"
+                for point in task.points:
+                    atomic_write_text(
+                        point.directory / "run.log",
+                        f"# trained in ensemble job {job.directory} ({note}, "
+                        f"{len(job.points)} members); its log: {job.log}\n",
+                    )
+                log = open(task.log, "a", encoding="utf-8")  # noqa: SIM115
+                out = open(job.out, "w", encoding="utf-8")  # noqa: SIM115
+                task.files = [log, out]
+            log.write(header)
+            log.flush()
+            task.started = time.monotonic()
+            task.process = start_guarded(
+                task.command, cwd=task.workdir, env=self.env, stdout=out, stderr=log,
+                lock_fd=self.lock_fd,
+            )
+        except OSError as err:
+            self.close(task)
+            for point in task.points:
+                self.report(point, False, f"cannot start: {err.strerror or err}")
+            return
+        self.running.append(task)
+
+    def close(self, task: _Task) -> None:
+        for handle in task.files:
+            handle.close()
+        task.files = []
+
+    def read_members(self, task: _Task) -> None:
+        """Report the members of an ensemble job that its stdout says are done or failed."""
+        if task.job is None:
+            return
+        try:
+            with open(task.job.out, "rb") as handle:
+                handle.seek(task.read)
+                data = handle.read()
+        except OSError:
+            return
+        complete = data[: data.rfind(b"\n") + 1]
+        task.read += len(complete)
+        pending = {p.name: p for p in task.points if p.name not in task.reported}
+        for line in complete.decode("utf-8", "replace").splitlines():
+            parsed = parse_member_line(line)
+            if parsed is None or parsed[1] not in pending:
+                continue
+            status, name, reason = parsed
+            point = pending.pop(name)
+            if status == "done":
+                self.report_done(task, point)
+            else:
+                task.reported.add(name)
+                self.report(point, False, reason or "the ensemble job reported it failed")
+
+    def finish(self, task: _Task, interrupted: bool = False) -> None:
+        """Report what a process that has ended leaves behind."""
+        self.close(task)
+        code = task.process.returncode if task.process is not None else None
+        if task.job is None:
+            point = task.points[0]
+            if interrupted and find_results(point.directory) is None:
+                self.summary.not_run += 1
+            elif code == 0:
+                self.report_done(task, point)
+            else:
+                last = _last_line(task.log)
+                self.report(point, False, f"exit {code}" + (f": {last}" if last else ""))
+            return
+        self.read_members(task)
+        last = _last_line(task.log)
+        for point in task.points:
+            if point.name in task.reported:
+                continue
+            if interrupted:
+                self.summary.not_run += 1
+            else:
+                why = f"the ensemble job ended (exit {code}) without a line for this member"
+                self.report(point, False, why + (f"; its last error: {last}" if last else ""))
+        job = task.job
+        if code == 0 and all(find_results(p.directory) is not None for p in job.points):
+            job.clear_checkpoints()
+
+
+def _install_sigterm() -> Any:
+    """Turn SIGTERM and SIGINT into KeyboardInterrupt (so the runs are stopped).
+
+    SIGINT is set explicitly because a process started in the background (``nohup``, CI
+    runners) inherits it ignored, and then Ctrl-C or ``kill -INT`` would leave orphans running.
+
+    Returns:
+        the previous handlers, to restore.
+    """
+
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        return (
+            signal.signal(signal.SIGTERM, handler),
+            signal.signal(signal.SIGINT, signal.default_int_handler),
+        )
+    except ValueError:  # not the main thread: leave signals alone
+        return None
+
+
+def _restore_sigterm(previous: Any) -> None:
+    if previous is not None:
+        signal.signal(signal.SIGTERM, previous[0])
+        signal.signal(signal.SIGINT, previous[1])
