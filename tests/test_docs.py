@@ -42,3 +42,49 @@ def test_reproduction_docs_ship_both_arms_and_architectures(case):
         for model in ("LSTMLanguageModel", "TransformerLanguageModel"):
             assert (model, True) in kinds and (model, False) in kinds, (name, model)
     assert "## Findings" in text
+
+
+def _load_script(path: Path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("case", REPRODUCTIONS)
+def test_reproduction_csv_intervals_are_the_t_intervals_of_their_points(case):
+    """The docs quote `ci_low`/`ci_high`, derived from each point's mean, sem and n: they must be
+    the 95% t-interval that `analyze` computes (`analysis.stats.t_interval`), and the redraw
+    script must read them back unchanged."""
+    import math
+
+    from cfl_lightning.analysis.stats import t_interval
+
+    redraw = _load_script(REPO / "docs" / "figures" / "redraw_from_csv.py")
+    path = REPO / "docs" / "figures" / f"{case}_repro.csv"
+    rows = redraw.read_rows(str(path))
+    assert rows
+    checked = 0
+    for row in rows:
+        if row.n < 2:
+            assert math.isnan(row.ci_low)
+            continue
+        # n values with this mean and this standard error, through the interval analyze uses
+        spread = row.sem * math.sqrt(row.n)  # the sample standard deviation
+        values = [row.mean + spread * z for z in _unit_sample(row.n)]
+        low, high = t_interval(values)
+        assert row.ci_low == pytest.approx(low, rel=1e-4, abs=1e-9), row
+        assert row.ci_high == pytest.approx(high, rel=1e-4, abs=1e-9), row
+        checked += 1
+    assert checked > 20
+
+
+def _unit_sample(n: int) -> list[float]:
+    """n numbers with mean 0 and sample standard deviation 1."""
+    import statistics
+
+    raw = [float(i) for i in range(n)]
+    mean, sd = statistics.mean(raw), statistics.stdev(raw)
+    return [(x - mean) / sd for x in raw]
