@@ -12,6 +12,11 @@ then the contrasts of docs/headline_study.md:
   C2 fall  = bin [200, 283) - bin [566, 800);   C2' = bin [200, 283) - bin [1131, 1600)
 * causal (the same 16 topologies at every count: a paired interval over topologies):
   D1 = N 250 - N 125;  D2 = N 500 - N 250;  D3 = N 1000 - N 500
+
+and, beside them, the causal/correlational gap at each count as `analyze` computes it: causal
+mean minus the mean of the correlational runs whose realized count lies in [N/sqrt2, N*sqrt2]
+(a difference, with Welch's 95% interval: the per-symbol contribution is a signed quantity, so
+`analyze` gives no ratio for it; `analysis.stats.gap_interval`).
 """
 
 from __future__ import annotations
@@ -20,9 +25,9 @@ import math
 import sys
 from collections import defaultdict
 
-from cfl_lightning.analysis.aggregate import best_of_repeats
+from cfl_lightning.analysis.aggregate import best_of_repeats, gap_kind
 from cfl_lightning.analysis.records import load_jsonl
-from cfl_lightning.analysis.stats import gap_interval, mean_sem, t_interval
+from cfl_lightning.analysis.stats import GAP_FACTOR, gap_interval, mean_sem, t_interval
 
 EDGES = [100, 141, 200, 283, 400, 566, 800, 1131, 1600]
 COUNTS = [125, 250, 500, 1000]
@@ -49,10 +54,12 @@ def main(paths: list[str]) -> None:
     records = best_of_repeats([r for p in paths for r in load_jsonl(p)])
     records = [r for r in records if r.event == TARGET and getattr(r, METRIC) is not None]
     bins: dict = defaultdict(list)  # (model, lower edge) -> values
+    runs: dict = defaultdict(list)  # model -> [(realized count, value)] of correlational runs
     causal: dict = defaultdict(dict)  # (model, count) -> {automaton: value}
     for r in records:
         value = getattr(r, METRIC)
         if r.setting == "correlational" and r.realized_count is not None:
+            runs[r.model].append((r.realized_count, value))
             for lo, hi in zip(EDGES, EDGES[1:]):
                 if lo <= r.realized_count < hi:
                     bins[(r.model, lo)].append(value)
@@ -83,6 +90,18 @@ def main(paths: list[str]) -> None:
             low, high = t_interval(paired)
             print(f"| {name}: N {a} - N {b} (paired) | {n} | {fmt(mean)} | "
                   f"{interval(low, high)} | {sign(low, high)} |")
+        kind = gap_kind(METRIC, TARGET)
+        print(f"\n| causal count | gap: causal vs correlational ({kind}) | 95% interval | "
+              "correlational runs in [N/sqrt2, N*sqrt2] | interval |\n|---|---|---|---|---|")
+        for count in COUNTS:
+            near = [v for x, v in runs[model] if count / GAP_FACTOR <= x <= count * GAP_FACTOR]
+            gap = gap_interval(list(causal.get((model, count), {}).values()), near, kind)
+            none = 1.0 if kind == "ratio" else 0.0
+            where = "no interval" if not math.isfinite(gap.low) else (
+                f"above {none:g}" if gap.low > none else
+                f"below {none:g}" if gap.high < none else f"holds {none:g}")
+            print(f"| {count} | {fmt(gap.value)} | {interval(gap.low, gap.high)} | "
+                  f"{gap.n_corr} | {where} |")
 
 
 if __name__ == "__main__":
