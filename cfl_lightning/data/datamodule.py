@@ -2,9 +2,11 @@
 
 Lifecycle:
 
-* ``__init__`` builds and validates the automaton and the event (cheap), so the vocabulary
-  (``num_symbols``, ``vocab_size``, the special ids) is known before ``setup`` and can be linked to
-  a model's arguments with ``LightningCLI.link_arguments(..., apply_on="instantiate")``.
+* ``__init__`` checks the settings, builds the automaton, creates and validates the
+  intervention once, resolves the device and checks the memory of all splits (cheap), so the
+  vocabulary (``num_symbols``, ``vocab_size``, the special ids) is known before ``setup`` and can
+  be linked to a model's arguments with
+  ``LightningCLI.link_arguments(..., apply_on="instantiate")``.
 * ``prepare_data`` (rank 0 only) fills the on-disk cache with all three corpora.
 * ``setup(stage)`` samples (or reads from the cache) the corpora the stage needs and tensorizes
   them; it is idempotent.
@@ -25,6 +27,11 @@ iterates its share of that list (``rank, rank + world_size, ...``; see
 :class:`~cfl_lightning.data.batching.BatchOrderSampler`). No ``DistributedSampler`` over strings
 is involved. Training shares are padded to equal length; evaluation shares are not (no string is
 evaluated twice, so DDP epoch sums equal the single-process ones).
+
+Parts in their own modules: the settings (:mod:`cfl_lightning.data.settings`), what each split
+is drawn from and its cache key (:mod:`cfl_lightning.data.splits`), the targeted test strings
+(:mod:`cfl_lightning.data.targeted`) and occurrence reporting
+(:mod:`cfl_lightning.data.occurrences`).
 
 Reproducibility: the same arguments give the identical corpus and batches. ``device="auto"``
 samples on CUDA when available, and CUDA and CPU draws differ: the device type is part of the
