@@ -51,6 +51,7 @@ import json
 import math
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -67,7 +68,9 @@ def count_parameters(module: nn.Module) -> int:
     """Number of trainable parameters of ``module``."""
     return sum(p.numel() for p in module.parameters() if p.requires_grad)
 
-__all__ = ["RESULT_KEYS", "automaton_id", "build_results", "write_results", "json_safe"]
+__all__ = [
+    "RESULT_KEYS", "FinishedRun", "automaton_id", "build_results", "write_results", "json_safe"
+]
 
 RESULT_KEYS = (
     "config",
@@ -134,36 +137,22 @@ def _float(value: Any) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def build_results(
-    *,
-    config: Mapping[str, Any] | None,
-    model: nn.Module,
-    datamodule: PFADataModule,
-    kl_result: Mapping[str, Tensor] | None,
-    best_val_loss: float | None,
-    epochs: int | None,
-    train_time_s: float | None,
-    log_dir: str | os.PathLike,
-    seed: int | None,
-    test_visits: Tensor | None = None,
-    stopped_early: bool | None = None,
-    steps: int | None = None,
-    event: Event | None = None,
-) -> dict[str, Any]:
-    """Assemble the ``results.json`` dict of a finished run.
+@dataclass
+class FinishedRun:
+    """What a finished run hands to :func:`build_results`.
 
-    Args:
-        config: the run's full config (a plain dict); None: the model's and the data module's
-            hyperparameters (``{"model": {"class_path", "init_args"}, "data": {...}}``).
+    Attributes:
         model: the trained module (any ``nn.Module``; ``results["model"]`` is its class name,
             ``num_parameters`` its trainable parameter count).
         datamodule: the data module the model was trained and tested on.
+        log_dir: the run's log directory.
+        config: the run's full config (a plain dict); None: the model's and the data module's
+            hyperparameters (``{"model": {"class_path", "init_args"}, "data": {...}}``).
         kl_result: the decomposed KL on the test strings (:meth:`DecomposedKL.compute`'s dict,
             e.g. :attr:`DecomposedKLCallback.test_result`), or None.
         best_val_loss: best ``val/kl_per_string``, or None.
         epochs: completed training epochs (None when the run did not train).
         train_time_s: wall time of training (None when the run did not train).
-        log_dir: the run's log directory.
         seed: the run's ``seed_everything`` value.
         test_visits: ``[Q]`` test positions per state (e.g.
             :attr:`DecomposedKLCallback.test_visits`), or None (visits unknown).
@@ -173,84 +162,131 @@ def build_results(
             :attr:`DecomposedKLCallback.event`); default the data module's. Another event than
             the data module's is allowed only when the data module has none (its counts are
             then read from the corpus's ``occurrences``).
+    """
+
+    model: nn.Module
+    datamodule: PFADataModule
+    log_dir: str | os.PathLike
+    config: Mapping[str, Any] | None = None
+    kl_result: Mapping[str, Tensor] | None = None
+    best_val_loss: float | None = None
+    epochs: int | None = None
+    train_time_s: float | None = None
+    seed: int | None = None
+    test_visits: Tensor | None = None
+    stopped_early: bool | None = None
+    steps: int | None = None
+    event: Event | None = None
+
+
+def build_results(run: FinishedRun) -> dict[str, Any]:
+    """Assemble the ``results.json`` dict of a finished run.
 
     Returns:
         a JSON-ready dict with exactly the keys :data:`RESULT_KEYS`, in that order.
-    """
-    from cfl_lightning.metrics import kl_nested_dict, target_values
-    from cfl_lightning.sampling.visits import containing_probability, target_visits, visits_by_event
 
-    intervention = datamodule.intervention
-    pfsa = datamodule.pfsa
-    if event is None:
-        event = datamodule.event
-    elif datamodule.event is not None and event != datamodule.event:
-        raise ValueError(f"event {event} differs from the data module's event {datamodule.event}")
-    automaton = pfsa.to_dict()
+    Raises:
+        ValueError: ``run.event`` differs from the data module's own event.
+    """
+    from cfl_lightning.sampling.visits import containing_probability
+
+    datamodule, model = run.datamodule, run.model
+    intervention, pfsa = datamodule.intervention, datamodule.pfsa
+    event = _event_of(run)
     occurrences = datamodule.occurrences()
     expected = datamodule.expected_occurrences()
     realized_count, realized_strings, expected_count = _event_counts(
         datamodule, event, occurrences, expected
     )
-    kl = kl_unweighted = None
-    kl_total = kl_target = kl_target_unweighted = None
-    visits = target_test_visits = None
-    if test_visits is not None:
-        visits = visits_by_event(pfsa, test_visits)
-        if event is not None:
-            target_test_visits = target_visits(pfsa, event, test_visits)
-    if kl_result is not None:
-        kl_total = _float(kl_result["total"])
-        kl = _unknown_where_unvisited(kl_nested_dict(kl_result, pfsa), visits)
-        kl_unweighted = kl_nested_dict(kl_result, pfsa, unweighted=True)
-        if event is not None and target_test_visits != 0:
-            weighted, unweighted = target_values(kl_result, event, pfsa)
-            kl_target, kl_target_unweighted = _float(weighted), _float(unweighted)
-    if config is None:
-        cls = type(model)
-        config = {
-            "model": {
-                "class_path": f"{cls.__module__}.{cls.__qualname__}",
-                "init_args": dict(getattr(model, "hparams", {})),
-            },
-            "data": dict(datamodule.hparams),
-        }
+    kl = _kl_entries(run, event)
+    num_strings = datamodule.hparams["num_strings"]
     out = {
-        "config": dict(config),
+        "config": dict(_default_config(model, datamodule) if run.config is None else run.config),
         "model": type(model).__name__,
         "intervention": intervention.kind,
         "event": None if event is None else str(event),
         "count": intervention.count,
         "realized_count": realized_count,
         "expected_count": _float(expected_count),
-        "num_strings": datamodule.hparams["num_strings"],
+        "num_strings": num_strings,
         "num_parameters": count_parameters(model),
-        "seed": seed,
-        "automaton": automaton,
+        "seed": run.seed,
+        "automaton": pfsa.to_dict(),
         "automaton_id": datamodule.automaton_id,
-        "kl_total": kl_total,
-        "kl_target": kl_target,
-        "kl_target_unweighted": kl_target_unweighted,
-        "kl": kl,
-        "kl_unweighted": kl_unweighted,
-        "best_val_loss": _float(best_val_loss),
-        "epochs": None if epochs is None else int(epochs),
-        "train_time_s": None if train_time_s is None else float(train_time_s),
-        "log_dir": os.fspath(log_dir),
+        "kl_total": kl["kl_total"],
+        "kl_target": kl["kl_target"],
+        "kl_target_unweighted": kl["kl_target_unweighted"],
+        "kl": kl["kl"],
+        "kl_unweighted": kl["kl_unweighted"],
+        "best_val_loss": _float(run.best_val_loss),
+        "epochs": None if run.epochs is None else int(run.epochs),
+        "train_time_s": None if run.train_time_s is None else float(run.train_time_s),
+        "log_dir": os.fspath(run.log_dir),
         "realized_strings": realized_strings,
         "occurrences": occurrences,
         "expected_occurrences": expected,
-        "target_test_visits": target_test_visits,
-        "test_visits": visits,
-        "stopped_early": None if stopped_early is None else bool(stopped_early),
-        "steps": None if steps is None else int(steps),
+        "target_test_visits": kl["target_test_visits"],
+        "test_visits": kl["test_visits"],
+        "stopped_early": None if run.stopped_early is None else bool(run.stopped_early),
+        "steps": None if run.steps is None else int(run.steps),
         "expected_strings": None if event is None else _float(
-            datamodule.hparams["num_strings"] * containing_probability(pfsa, event)
+            num_strings * containing_probability(pfsa, event)
         ),
         "count_unit": intervention.unit,
     }
     assert tuple(out) == RESULT_KEYS
     return json_safe(out)
+
+
+def _event_of(run: FinishedRun) -> Event | None:
+    """The event the run's KL was evaluated for: ``run.event``, else the data module's."""
+    own = run.datamodule.event
+    if run.event is None:
+        return own
+    if own is not None and run.event != own:
+        raise ValueError(f"event {run.event} differs from the data module's event {own}")
+    return run.event
+
+
+def _default_config(model: nn.Module, datamodule: PFADataModule) -> dict[str, Any]:
+    """``{"model": {"class_path", "init_args"}, "data": {...}}`` from the hyperparameters."""
+    cls = type(model)
+    return {
+        "model": {
+            "class_path": f"{cls.__module__}.{cls.__qualname__}",
+            "init_args": dict(getattr(model, "hparams", {})),
+        },
+        "data": dict(datamodule.hparams),
+    }
+
+
+def _kl_entries(run: FinishedRun, event: Event | None) -> dict[str, Any]:
+    """The KL values and test visits of ``results.json`` (None where unknown).
+
+    Returns:
+        ``kl_total``, ``kl_target``, ``kl_target_unweighted``, ``kl``, ``kl_unweighted``,
+        ``target_test_visits`` and ``test_visits``.
+    """
+    from cfl_lightning.metrics import kl_nested_dict, target_values
+    from cfl_lightning.sampling.visits import target_visits, visits_by_event
+
+    pfsa, kl_result = run.datamodule.pfsa, run.kl_result
+    out: dict[str, Any] = dict.fromkeys(
+        ("kl_total", "kl_target", "kl_target_unweighted", "kl", "kl_unweighted",
+         "target_test_visits", "test_visits")
+    )
+    if run.test_visits is not None:
+        out["test_visits"] = visits_by_event(pfsa, run.test_visits)
+        if event is not None:
+            out["target_test_visits"] = target_visits(pfsa, event, run.test_visits)
+    if kl_result is not None:
+        out["kl_total"] = _float(kl_result["total"])
+        out["kl"] = _unknown_where_unvisited(kl_nested_dict(kl_result, pfsa), out["test_visits"])
+        out["kl_unweighted"] = kl_nested_dict(kl_result, pfsa, unweighted=True)
+        if event is not None and out["target_test_visits"] != 0:
+            weighted, unweighted = target_values(kl_result, event, pfsa)
+            out["kl_target"], out["kl_target_unweighted"] = _float(weighted), _float(unweighted)
+    return out
 
 
 def _event_counts(

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from cfl_lightning import sampling
+from cfl_lightning.data import splits
 from cfl_lightning.automata import Event, parity_starfree_pfsa, random_pfsa
 from cfl_lightning.data import (
     BATCH_KEYS,
@@ -36,13 +37,13 @@ def _one_thread():
 def calls(monkeypatch):
     """Count the calls to the real sampler (by split size and intervention)."""
     log: list[tuple[int, str]] = []
-    real = sampling.sample_corpus
+    real = splits.draw
 
-    def counting(pfsa, num_strings, **kwargs):
-        log.append((num_strings, kwargs.get("intervention", "none")))
-        return real(pfsa, num_strings, **kwargs)
+    def counting(pfsa, request, **kwargs):
+        log.append((request.num_strings, request.intervention.kind))
+        return real(pfsa, request, **kwargs)
 
-    monkeypatch.setattr(sampling, "sample_corpus", counting)
+    monkeypatch.setattr(splits, "draw", counting)
     return log
 
 
@@ -75,7 +76,7 @@ def test_vocabulary_is_known_before_setup(tmp_path, monkeypatch):
     def no_sampling(*args, **kwargs):
         raise AssertionError("__init__ must not sample")
 
-    monkeypatch.setattr(sampling, "sample_corpus", no_sampling)
+    monkeypatch.setattr(splits, "draw", no_sampling)
     path = tmp_path / "a.json"
     parity_starfree_pfsa(0.3).to_json(path)
     dm = PFADataModule(

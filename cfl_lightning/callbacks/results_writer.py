@@ -120,13 +120,13 @@ class ResultsWriter(pl.Callback):
         datamodule = trainer.datamodule
         if not isinstance(datamodule, PFADataModule) or not trainer.is_global_zero:
             return
-        from cfl_lightning.results import build_results, write_results
+        from cfl_lightning.results import FinishedRun, build_results, write_results
 
         kl = _kl_callback(trainer)
         path = Path(self.path) if self.path else run_log_dir(trainer) / "results.json"
         seed = os.environ.get("PL_GLOBAL_SEED")
         config = self.config
-        results = build_results(
+        results = build_results(FinishedRun(
             config=config,
             model=pl_module,
             datamodule=datamodule,
@@ -140,7 +140,7 @@ class ResultsWriter(pl.Callback):
             test_visits=None if kl is None else kl.test_visits,
             stopped_early=self.stopped_early,
             steps=self.steps,
-        )
+        ))
         self.written, self.results = write_results(path, results), results
         summary = {
             key: results[key]

@@ -23,7 +23,8 @@ PROG = "python -m cfl_lightning sample"
 
 
 def build_parser() -> ArgumentParser:
-    from cfl_lightning.sampling.sampler import INTERVENTIONS, METHODS
+    from cfl_lightning.sampling.intervention import INTERVENTIONS
+    from cfl_lightning.sampling.request import METHODS
 
     parser = ArgumentParser(prog=PROG, description="Sample a corpus from a PFSA (JSON Lines).")
     parser.add_argument("--automaton", required=True, help="automaton JSON file")
@@ -54,38 +55,22 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
 
     def body() -> int:
-        import warnings
-
         from cfl_lightning.automata.pfsa import PFSA
         from cfl_lightning.io import check_output
-        from cfl_lightning.sampling.budget import LongStringWarning, check_sampling_memory
-        from cfl_lightning.sampling.request import check_device
-        from cfl_lightning.sampling.sampler import sample_corpus
+        from cfl_lightning.sampling.request import check_request, resolve_device
+        from cfl_lightning.sampling.sampler import draw
 
         check_output(args.output, [args.automaton], what="--output")
-        device = check_device(args.device)
+        device = resolve_device(args.device)
         pfsa = PFSA.from_json(args.automaton)
-        known = args.intervention != "none" and args.count is not None and args.count >= 0
-        estimate = check_sampling_memory(  # warns on extreme lengths, refuses what won't fit
-            pfsa, max(args.num_strings, 1), intervention=args.intervention if known else "none",
-            event=args.event if known else None, count=args.count if known else None,
-            device=device, write=True, what="this corpus",
+        request = check_request(  # warns on extreme lengths, refuses what won't fit
+            pfsa, args.num_strings, seed=args.seed, intervention=args.intervention,
+            event=args.event, count=args.count, method=args.method, device=device,
+            max_tries=args.max_tries, write=True, what="this corpus",
         )
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", LongStringWarning)  # said once above
-            corpus = sample_corpus(
-                pfsa,
-                args.num_strings,
-                seed=args.seed,
-                intervention=args.intervention,
-                event=args.event,
-                count=args.count,
-                method=args.method,
-                device=args.device,
-                max_tries=args.max_tries,
-                progress=True,
-            )
-        if sys.stderr.isatty() and estimate.expected_tokens > 1e6:
+        corpus = draw(pfsa, request, progress=True)
+        estimate = request.estimate
+        if sys.stderr.isatty() and estimate is not None and estimate.expected_tokens > 1e6:
             sys.stderr.write(f"writing {len(corpus):,} strings to {args.output} ...\n")
         corpus.write_jsonl(args.output, pfsa.alphabet)
         extra = f", {corpus.total_count} occurrences of {args.event}" if args.event else ""

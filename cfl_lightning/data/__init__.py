@@ -19,12 +19,14 @@ from cfl_lightning.data.cache import (
     resolve_cache_dir,
 )
 from cfl_lightning.data.datamodule import PFADataModule
+from cfl_lightning.data.settings import DataSettings
 from cfl_lightning.quiet import quiet_noise
 
 quiet_noise()  # Lightning's advertising tips and its own LeafSpec deprecation
 
 __all__ = [
     "PFADataModule",
+    "DataSettings",
     "BATCH_KEYS",
     "BatchDataset",
     "BatchOrderSampler",

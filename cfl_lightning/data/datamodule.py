@@ -2,9 +2,11 @@
 
 Lifecycle:
 
-* ``__init__`` builds and validates the automaton and the event (cheap), so the vocabulary
-  (``num_symbols``, ``vocab_size``, the special ids) is known before ``setup`` and can be linked to
-  a model's arguments with ``LightningCLI.link_arguments(..., apply_on="instantiate")``.
+* ``__init__`` checks the settings, builds the automaton, creates and validates the
+  intervention once, resolves the device and checks the memory of all splits (cheap), so the
+  vocabulary (``num_symbols``, ``vocab_size``, the special ids) is known before ``setup`` and can
+  be linked to a model's arguments with
+  ``LightningCLI.link_arguments(..., apply_on="instantiate")``.
 * ``prepare_data`` (rank 0 only) fills the on-disk cache with all three corpora.
 * ``setup(stage)`` samples (or reads from the cache) the corpora the stage needs and tensorizes
   them; it is idempotent.
@@ -26,6 +28,11 @@ iterates its share of that list (``rank, rank + world_size, ...``; see
 is involved. Training shares are padded to equal length; evaluation shares are not (no string is
 evaluated twice, so DDP epoch sums equal the single-process ones).
 
+Parts in their own modules: the settings (:mod:`cfl_lightning.data.settings`), what each split
+is drawn from and its cache key (:mod:`cfl_lightning.data.splits`), the targeted test strings
+(:mod:`cfl_lightning.data.targeted`) and occurrence reporting
+(:mod:`cfl_lightning.data.occurrences`).
+
 Reproducibility: the same arguments give the identical corpus and batches. ``device="auto"``
 samples on CUDA when available, and CUDA and CPU draws differ: the device type is part of the
 cache key; set ``device="cpu"`` for corpora identical across machines.
@@ -34,21 +41,13 @@ cache key; set ``device="cpu"`` for corpora identical across machines.
 from __future__ import annotations
 
 import hashlib
-import operator
 from typing import Any, Literal, Optional
 
 import lightning as L
 import torch
 from torch.utils.data import DataLoader
 
-from cfl_lightning import sampling
-from cfl_lightning.automata import (
-    PFSA,
-    Event,
-    parity_starfree_pfsa,
-    random_pfsa,
-    resampled_parity_starfree_pfsa,
-)
+from cfl_lightning.automata import PFSA, Event
 from cfl_lightning.data.batching import (
     BatchDataset,
     BatchOrderSampler,
@@ -58,52 +57,33 @@ from cfl_lightning.data.batching import (
     tensorize,
 )
 from cfl_lightning.data.cache import automaton_json, cached_corpus, corpus_key, resolve_cache_dir
-from cfl_lightning.errors import CflError, PFSAError
-from cfl_lightning.sampling import Corpus
-from cfl_lightning.sampling.budget import MemoryEstimate, check_memory, estimate_sampling
-from cfl_lightning.sampling.intervention import Intervention
-from cfl_lightning.sampling.request import SEED_MAX
-from cfl_lightning.sampling.visits import (
-    mixture_weights,
-    reach_probability,
-    sample_visiting,
-    stake_states,
+from cfl_lightning.data.occurrences import expected_occurrences, occurrences
+from cfl_lightning.data.settings import (
+    GENERATOR_ARGS,
+    GENERATORS,
+    DataSettings,
+    applicable,
+    attributes_section,
+    build_automaton,
 )
+from cfl_lightning.data.splits import SAMPLING_METHOD, SplitPlan
+from cfl_lightning.data.targeted import WithWeights, at_stake, mix, test_weights
+from cfl_lightning.errors import CflError
+from cfl_lightning.sampling import Corpus, Intervention
+from cfl_lightning.sampling.budget import check_corpora_memory
+from cfl_lightning.sampling.request import resolve_device
 
-__all__ = ["PFADataModule", "SPLITS", "SAMPLING_METHOD"]
+__all__ = ["PFADataModule", "SPLITS", "SAMPLING_METHOD", "GENERATORS", "GENERATOR_ARGS"]
 
 SPLITS = ("train", "val", "test")
-SAMPLING_METHOD = "binning"
 #: bytes a data module keeps per position of a corpus (input, target and state ids, int64)
 TOKEN_BYTES = 24
-GENERATORS = ("parity", "parity_resampled", "random")
-#: the constructor arguments each generator uses
-GENERATOR_ARGS = {
-    "parity": ("eta",),
-    "parity_resampled": ("weight_seed",),
-    "random": ("num_states", "num_symbols", "topology_seed", "weight_seed"),
-}
-_SOURCE_ARGS = (
-    "automaton", "generator", "eta", "num_states", "num_symbols", "topology_seed", "weight_seed"
-)
 _STAGE_SPLITS = {
     "fit": ("train", "val"),
     "validate": ("val",),
     "test": ("test",),
     "predict": ("test",),
 }
-
-
-def _integer(name: str, value: Any, low: int, high: Optional[int] = None) -> int:
-    """``value`` as a Python int in ``low..high`` (numpy integers accepted, bools refused)."""
-    try:
-        number = None if isinstance(value, bool) else operator.index(value)
-    except TypeError:
-        number = None
-    if number is None or number < low or (high is not None and number > high):
-        bound = f"in {low}..{high}" if high is not None else f">= {low}"
-        raise CflError(f"{name} must be an integer {bound}, got {value!r}")
-    return number
 
 
 def spread_batches(batches: list[torch.Tensor], ranks: int, split: str) -> list[torch.Tensor]:
@@ -135,65 +115,31 @@ def spread_batches(batches: list[torch.Tensor], ranks: int, split: str) -> list[
     return batches
 
 
+_DOC = """Language-modeling data sampled from a probabilistic finite-state automaton.
+
+Token ids: the automaton's symbols are ``0 .. S-1`` in alphabet order, ``EOS = S``,
+``BOS = S + 1``, ``PAD = S + 2`` (embedding size ``vocab_size = S + 3``, output size
+``S + 1``). Every batch is a dict with ``input_ids``, ``target_ids``, ``target_probs``,
+``states`` and ``mask`` (see :mod:`cfl_lightning.data.batching`). Batches hold strings of
+similar length and at most ``max_tokens`` real positions (a string of length ``n`` has
+``n + 1``); a single longer string forms a batch of its own.
+
+The arguments are the fields of :class:`~cfl_lightning.data.settings.DataSettings`, kept as
+:attr:`settings` (``hparams`` hold the same values, with ``num_symbols`` the automaton's
+alphabet size).
+
+Args:
+{args}
+
+Example:
+    >>> dm = PFADataModule(generator="parity", eta=0.3, cache_dir="none")
+    >>> dm.num_symbols, dm.vocab_size, dm.eos_id, dm.bos_id, dm.pad_id
+    (2, 5, 2, 3, 4)
+"""
+
+
 class PFADataModule(L.LightningDataModule):
-    """Language-modeling data sampled from a probabilistic finite-state automaton.
-
-    Token ids: the automaton's symbols are ``0 .. S-1`` in alphabet order, ``EOS = S``,
-    ``BOS = S + 1``, ``PAD = S + 2`` (embedding size ``vocab_size = S + 3``, output size
-    ``S + 1``). Every batch is a dict with ``input_ids``, ``target_ids``, ``target_probs``,
-    ``states`` and ``mask`` (see :mod:`cfl_lightning.data.batching`). Batches hold strings of
-    similar length and at most ``max_tokens`` real positions (a string of length ``n`` has
-    ``n + 1``); a single longer string forms a batch of its own.
-
-    Args:
-        automaton: path of an automaton JSON file; if None, the automaton comes from
-            ``generator``.
-        generator: built-in automaton used when ``automaton`` is None: "parity" (the paper's
-            parity + star-free PFSA, weights set by ``eta``), "parity_resampled" (same topology,
-            Dirichlet weights drawn with ``weight_seed``) or "random" (``num_states`` states,
-            ``num_symbols`` symbols, ``topology_seed``, ``weight_seed``).
-        eta: probability of the star-free branch of the "parity" automaton, in [0, 1].
-        num_states: number of states of the "random" automaton.
-        num_symbols: alphabet size of the "random" automaton (the attribute ``num_symbols`` of
-            the built module is the alphabet size of whichever automaton is used).
-        topology_seed: seed of the "random" automaton's topology.
-        weight_seed: seed of the "random" and "parity_resampled" automata's weights.
-        intervention: how the training corpus is sampled: "none" (unconstrained), "exact" (the
-            corpus traverses the event exactly ``count`` times), "at_least" (at least ``count``
-            times) or "at_least_once" (exactly ``count`` strings contain the event).
-        event: the counted transitions: "state:NAME", "symbol:SYM" or "transition:SOURCE:SYM".
-            With intervention "none" the corpus is unconstrained and the event's realized count
-            is only recorded (the correlational setting).
-        count: the intervention's target (required with an intervention, not allowed without).
-        num_strings: number of training strings K.
-        val_strings: number of validation strings (0 for none).
-        test_strings: number of unconstrained test strings (0 for none).
-        test_target_strings: additional test strings drawn conditioned on reaching a state at
-            which the event is at stake (its state; for a symbol, every state where the symbol
-            has positive probability), for reliable estimates of a rarely visited target. The
-            per-visit prefix law at those states is unchanged by the conditioning, and test
-            batches carry importance ``weights`` that keep every other test value unbiased
-            too. Needs an event; 0 (default) for none.
-        val_intervention: "none" (default): validation strings are unconstrained, so early
-            stopping, the LR schedule and the checkpoint choice select on the KL to the
-            automaton's own distribution, which is what the test reports; "same": drawn under
-            the training intervention with its count scaled by ``val_strings / num_strings``
-            (rounded; in-distribution validation, as without access to the automaton).
-        max_tokens: upper bound on the real positions (n + 1 per string) in one batch.
-        seed: seed of all sampling and of the per-epoch batch order; each split and the batch
-            order use separate streams derived from it.
-        device: where to sample: "auto" (CUDA when available), "cpu", "cuda" or "cuda:N".
-            Batches are always returned on the CPU (Lightning moves them).
-        cache_dir: directory of the corpus cache. None: the environment variable
-            CFL_LIGHTNING_CACHE if set, else ~/.cache/cfl_lightning. "none" (also accepted as
-            the value of CFL_LIGHTNING_CACHE) disables the cache.
-        num_workers: DataLoader worker processes (0 = load in the main process).
-
-    Example:
-        >>> dm = PFADataModule(generator="parity", eta=0.3, cache_dir="none")
-        >>> dm.num_symbols, dm.vocab_size, dm.eos_id, dm.bos_id, dm.pad_id
-        (2, 5, 2, 3, 4)
-    """
+    __doc__ = _DOC.format(args=attributes_section())
 
     def __init__(
         self,
@@ -219,60 +165,35 @@ class PFADataModule(L.LightningDataModule):
         num_workers: int = 0,
     ) -> None:
         super().__init__()
-        # numpy integers are accepted and stored as Python ints (the hparams are logged)
-        num_strings, val_strings, test_strings, test_target_strings, max_tokens, num_workers = (
-            _integer(name, value, low)
-            for name, value, low in (
-                ("num_strings", num_strings, 1),
-                ("val_strings", val_strings, 0),
-                ("test_strings", test_strings, 0),
-                ("test_target_strings", test_target_strings, 0),
-                ("max_tokens", max_tokens, 1),
-                ("num_workers", num_workers, 0),
-            )
+        #: the checked constructor arguments
+        self.settings: DataSettings = DataSettings.from_arguments(locals())
+        self.save_hyperparameters()  # Lightning's record of the call (the CLI adds its keys)
+        self.pfsa: PFSA = build_automaton(self.settings)
+        # The recorded hparams are the checked settings, with the real alphabet size (the
+        # constructor value only sizes random automata): Lightning merges data and model hparams
+        # and rejects a mismatch with the model's num_symbols. Saved again (not edited in place)
+        # so that ``hparams_initial``, which the Trainer logs and merges, holds it too.
+        self.save_hyperparameters(
+            {**self.hparams, **self.settings.as_dict(), "num_symbols": self.pfsa.num_symbols}
         )
-        num_states, num_symbols = _integer("num_states", num_states, 1), _integer(
-            "num_symbols", num_symbols, 1)
-        seed, topology_seed, weight_seed = (
-            _integer(name, value, 0, SEED_MAX)
-            for name, value in (("seed", seed), ("topology_seed", topology_seed),
-                                ("weight_seed", weight_seed))
-        )
-        self.save_hyperparameters()
-        self.pfsa: PFSA = self._build_automaton()
-        # The recorded hparam is the real alphabet size (the constructor value only sizes random
-        # automata); Lightning merges data and model hparams and rejects a mismatch with the
-        # model's num_symbols. Saved again (not edited in place) so that ``hparams_initial``,
-        # which the Trainer logs and merges, holds it too.
-        self.save_hyperparameters({**self.hparams, "num_symbols": self.pfsa.num_symbols})
         #: the training corpus's intervention (kind, event, count), validated on the automaton
-        self.intervention: Intervention = self._check_intervention()
+        self.intervention: Intervention = Intervention.create(
+            self.settings.intervention, self.settings.event, self.settings.count
+        )
+        #: ``[Q, S]`` int64 event function (None without an event)
+        self.event_function = self.intervention.validate(self.pfsa, self.settings.num_strings)
         #: the counted event (None without one)
         self.event: Optional[Event] = self.intervention.event
-        self.event_function = None if self.event is None else self.event.function(self.pfsa)
-        if val_intervention not in ("none", "same"):
-            raise CflError(f"val_intervention must be 'none' or 'same', got {val_intervention!r}")
         #: the validation corpus's intervention ("same": the training one, count scaled)
-        self.val_intervention: Intervention = self._check_val_intervention()
-        #: ``[Q]`` bool states at which the event is at stake (None without an event)
-        self.stake = None if self.event is None else stake_states(self.pfsa, self.event)
-        self.reach_probability: Optional[float] = None
-        if test_target_strings:
-            if self.stake is None:
-                raise CflError("test_target_strings needs an event (data.event)")
-            self.reach_probability = reach_probability(self.pfsa, self.stake)
-            if self.reach_probability <= 0:
-                raise CflError(
-                    f"no string of the automaton reaches a state where {self.event} is at stake"
-                )
-        try:
-            self._device = torch.device(device) if device != "auto" else None
-        except (RuntimeError, TypeError):
-            raise CflError(
-                f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}"
-            ) from None
-        self.cache_path = resolve_cache_dir(cache_dir)
-        self._check_sizes()
+        self.val_intervention: Intervention = self._val_intervention()
+        #: ``[Q]`` bool states at which the event is at stake (None without an event), and
+        #: ``P(reach)`` of those states (None without targeted test strings)
+        self.stake, self.reach_probability = at_stake(
+            self.pfsa, self.event, self.settings.test_target_strings
+        )
+        self._device = resolve_device(self.settings.device)
+        self.cache_path = resolve_cache_dir(self.settings.cache_dir)
+        self._check_memory()
         self.num_symbols: int = self.pfsa.num_symbols
         self.vocab_size: int = self.num_symbols + 3
         self.eos_id: int = self.num_symbols
@@ -281,168 +202,108 @@ class PFADataModule(L.LightningDataModule):
         self._splits: dict[str, tuple[Corpus, TokenizedCorpus, list[torch.Tensor]]] = {}
         self.cache_hits: dict[str, bool] = {}
 
+    @classmethod
+    def from_settings(cls, settings: DataSettings) -> PFADataModule:
+        """The data module of ``settings`` (the same as passing its fields as arguments)."""
+        return cls(**settings.as_dict())
+
     # ------------------------------------------------------------------ construction checks
-    def _build_automaton(self) -> PFSA:
-        hp = self.hparams
-        if hp.automaton is not None:
-            return PFSA.from_json(hp.automaton)
-        if hp.generator == "parity":
-            return parity_starfree_pfsa(hp.eta)
-        if hp.generator == "parity_resampled":
-            return resampled_parity_starfree_pfsa(hp.weight_seed)
-        if hp.generator == "random":
-            return random_pfsa(hp.num_states, hp.num_symbols, hp.topology_seed, hp.weight_seed)
-        raise PFSAError(f"unknown generator {hp.generator!r}; expected one of {GENERATORS}")
-
-    def _check_intervention(self) -> Intervention:
-        hp = self.hparams
-        intervention = Intervention.create(hp.intervention, hp.event, hp.count)
-        intervention.validate(self.pfsa, hp.num_strings)
-        return intervention
-
-    def _check_val_intervention(self) -> Intervention:
-        hp, train = self.hparams, self.intervention
-        if hp.val_intervention == "none" or not train.constrained or hp.val_strings == 0:
-            return Intervention.create("none")
+    def _val_intervention(self) -> Intervention:
+        """``none``, or (``val_intervention="same"``) the training one with a scaled count."""
+        s, train = self.settings, self.intervention
+        if s.val_intervention not in ("none", "same"):
+            raise CflError(f"val_intervention must be 'none' or 'same', got {s.val_intervention!r}")
+        if s.val_intervention == "none" or not train.constrained or s.val_strings == 0:
+            return Intervention()
         assert train.count is not None
-        count = int(round(train.count * hp.val_strings / hp.num_strings))
-        intervention = Intervention.create(train.kind, train.event, count)
-        intervention.validate(self.pfsa, hp.val_strings)
+        count = int(round(train.count * s.val_strings / s.num_strings))
+        intervention = Intervention(train.kind, train.event, count)
+        intervention.validate(self.pfsa, s.val_strings)
         return intervention
 
-    def _check_sizes(self) -> None:
+    def _check_memory(self) -> None:
         """Refuse corpora too large for memory before anything is sampled or logged.
 
-        Sums :func:`~cfl_lightning.sampling.estimate_sampling` over the splits (every split is
-        kept, with its per-position tensors: :data:`TOKEN_BYTES` per position); the exact
-        sampler's bins are transient, so only the largest counts.
+        Every split is kept, with its per-position tensors (:data:`TOKEN_BYTES` per position):
+        one :func:`~cfl_lightning.sampling.budget.check_corpora_memory` over all of them.
 
         Raises:
             SizeError: the estimate exceeds the memory available (the message names every
                 split's size).
         """
-        hp = self.hparams
-        sizes = {
-            "num_strings": hp.num_strings, "val_strings": hp.val_strings,
-            "test_strings": hp.test_strings, "test_target_strings": hp.test_target_strings,
+        s = self.settings
+        corpora = {
+            "num_strings": (s.num_strings, self.intervention),
+            "val_strings": (s.val_strings, self.val_intervention),
+            "test_strings": (s.test_strings, Intervention()),
+            "test_target_strings": (s.test_target_strings, Intervention()),
         }
-        interventions = {"num_strings": self.intervention, "val_strings": self.val_intervention}
-        parts = []
-        for name, k in sizes.items():
-            if k == 0:
-                continue
-            intervention = interventions.get(name)
-            constrained = intervention is not None and intervention.constrained
-            parts.append(estimate_sampling(
-                self.pfsa, k,
-                intervention=intervention.kind if constrained else "none",
-                event=intervention.event if constrained else None,
-                count=intervention.count if constrained else None,
-                extra_bytes_per_token=TOKEN_BYTES,
-            ))
-        total = MemoryEstimate(
-            num_strings=sum(p.num_strings for p in parts),
-            expected_length=parts[0].expected_length,
-            expected_tokens=sum(p.expected_tokens for p in parts),
-            bins_bytes=max(p.bins_bytes for p in parts),
-            corpus_bytes=sum(p.corpus_bytes for p in parts),
+        listed = ", ".join(f"{name} {k:,}" for name, (k, _) in corpora.items() if k)
+        check_corpora_memory(
+            self.pfsa, list(corpora.values()), device=self.device,
+            extra_bytes_per_token=TOKEN_BYTES, what=f"the data module's corpora ({listed})",
         )
-        listed = ", ".join(f"{name} {k:,}" for name, k in sizes.items() if k)
-        check_memory(total, self.device, what=f"the data module's corpora ({listed})")
 
     # ------------------------------------------------------------------ sampling
     @property
     def device(self) -> torch.device:
-        """The sampling device (``"auto"`` resolved)."""
-        if self._device is not None:
-            if self._device.type == "cuda" and not torch.cuda.is_available():
-                raise CflError(f"device {self.hparams.device!r} requested but CUDA is unavailable")
-            return self._device
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        """The sampling device (``"auto"`` resolved on construction)."""
+        return self._device
 
-    def _sampling_arguments(self, split: str) -> dict[str, Any]:
-        hp = self.hparams
-        sizes = {
-            "train": hp.num_strings,
-            "val": hp.val_strings,
-            "test": hp.test_strings,
-            "test_target": hp.test_target_strings,
-        }
-        intervention = {"train": self.intervention, "val": self.val_intervention}.get(split)
+    def _plan(self, split: str) -> SplitPlan:
+        """How ``split``'s corpus is drawn (``train``, ``val``, ``test`` or ``test_target``)."""
+        s = self.settings
+        seed = derive_seed(s.seed, split)
         if split == "test_target":  # conditioned on reaching a state where the event is at stake
-            kind, event, count = "reach", str(self.event), None
-        elif intervention is not None and intervention.constrained:
-            kind, event, count = intervention.kind, str(intervention.event), intervention.count
-        else:
-            kind, event, count = "none", None, None
-        return {
-            "split": split,
-            "num_strings": sizes[split],
-            "seed": derive_seed(hp.seed, split),
-            "intervention": kind,
-            "event": event,
-            "count": count,
-            "method": SAMPLING_METHOD,
-            "device_type": self.device.type,
-        }
+            return SplitPlan(split, s.test_target_strings, seed, reach=self.event)
+        spec = {"train": self.intervention, "val": self.val_intervention}.get(split)
+        constrained = spec is not None and spec.constrained
+        return SplitPlan(split, s.sizes[split], seed, spec if constrained else Intervention())
 
-    def _cached(self, args: dict[str, Any]) -> tuple[Corpus, bool]:
-        """``(corpus, cache hit)`` for the sampling arguments ``args``."""
-        if args["num_strings"] == 0:  # an empty split: nothing to sample or cache
-            return Corpus(torch.zeros(0, dtype=torch.long), torch.zeros(1, dtype=torch.long)), False
-        key = corpus_key(self.pfsa, **args)
-        return cached_corpus(self.cache_path, key, lambda: self._sample(args))
-
-    def _sample(self, args: dict[str, Any]) -> Corpus:
-        if args["intervention"] == "reach":
-            assert self.stake is not None
-            pfsa = self.pfsa.to(self.device)
-            gen = torch.Generator(device=pfsa.device).manual_seed(args["seed"])
-            return sample_visiting(pfsa, args["num_strings"], gen, self.stake).to("cpu")
-        corpus = sampling.sample_corpus(
-            self.pfsa.to(self.device),
-            args["num_strings"],
-            seed=args["seed"],
-            intervention=args["intervention"],
-            event=args["event"],
-            count=args["count"],
-            method=args["method"],
-            device=self.device,
+    def _cached(self, plan: SplitPlan) -> tuple[Corpus, bool]:
+        """``(corpus, cache hit)`` of ``plan``: read from the cache, or drawn and written."""
+        if plan.num_strings == 0:  # an empty split: nothing to sample or cache
+            return plan.draw(self.pfsa, self.device, self.stake), False
+        key = corpus_key(self.pfsa, **plan.key_arguments(self.device))
+        return cached_corpus(
+            self.cache_path, key, lambda: plan.draw(self.pfsa, self.device, self.stake)
         )
-        return corpus.to("cpu")
+
+    def _read(self, split: str) -> tuple[Corpus, bool]:
+        """``split``'s strings (the test ones followed by the targeted ones) and a cache hit."""
+        plan = self._plan(split)
+        corpus, hit = self._cached(plan)
+        if len(corpus) != plan.num_strings:
+            raise RuntimeError(
+                f"{split} corpus has {len(corpus)} strings, expected {plan.num_strings}"
+            )
+        if split == "test" and self.settings.test_target_strings:
+            target, target_hit = self._cached(self._plan("test_target"))
+            corpus, hit = mix(corpus, target), hit and target_hit
+        return corpus, hit
+
+    def _tokenize(self, split: str, corpus: Corpus) -> TokenizedCorpus:
+        """Per-position arrays of ``split``; the corpus must meet its intervention."""
+        event_function = self.event_function if split in ("train", "val") else None
+        tokenized = tensorize(corpus, self.pfsa, event_function, device=self.device)
+        spec = {"train": self.intervention, "val": self.val_intervention}.get(split)
+        counts = tokenized.counts
+        if spec is not None and counts is not None and not spec.satisfied(counts):
+            what = "a corpus" if split == "train" else "validation strings"
+            raise RuntimeError(
+                f"the sampler returned {what} violating intervention {spec}: "
+                f"realized {spec.realized(counts)}"
+            )
+        return tokenized
 
     def _load(self, split: str) -> tuple[Corpus, TokenizedCorpus, list[torch.Tensor]]:
+        """``split``'s corpus, its per-position arrays and its batches; built on first use."""
         if split not in self._splits:
-            args = self._sampling_arguments(split)
-            corpus, hit = self._cached(args)
-            if len(corpus) != args["num_strings"]:
-                raise RuntimeError(
-                    f"{split} corpus has {len(corpus)} strings, expected {args['num_strings']}"
-                )
-            if split == "test" and self.hparams.test_target_strings:
-                target, target_hit = self._cached(self._sampling_arguments("test_target"))
-                corpus, hit = self._mix(corpus, target), hit and target_hit
-            event_function = self.event_function if split in ("train", "val") else None
-            tokenized = tensorize(corpus, self.pfsa, event_function, device=self.device)
-            if split == "train":
-                self._check_realized(tokenized)
-            if split == "val" and not self.val_intervention.satisfied(tokenized.counts):
-                raise RuntimeError(
-                    "the sampler returned validation strings violating intervention "
-                    f"{self.val_intervention}"
-                )
-            self.cache_hits[split] = hit
-            batches = length_batches(tokenized.positions, self.hparams.max_tokens)
+            corpus, self.cache_hits[split] = self._read(split)
+            tokenized = self._tokenize(split, corpus)
+            batches = length_batches(tokenized.positions, self.settings.max_tokens)
             self._splits[split] = (corpus, tokenized, batches)
         return self._splits[split]
-
-    @staticmethod
-    def _mix(plain: Corpus, target: Corpus) -> Corpus:
-        """The plain test strings followed by the conditioned ones (no event counts)."""
-        k, m = len(plain), len(target)
-        parts = [(torch.arange(k), plain), (torch.arange(k, k + m), target)]
-        parts = [(i, Corpus(c.tokens, c.offsets, None)) for i, c in parts if len(c)]
-        return Corpus.interleave(parts, k + m)
 
     def test_weights(self) -> Optional[torch.Tensor]:
         """``[K]`` float64 importance weights of the test strings, or None (all 1).
@@ -452,27 +313,14 @@ class PFADataModule(L.LightningDataModule):
         states; each string weighs ``P(y) / mix(y)``
         (:func:`~cfl_lightning.sampling.visits.mixture_weights`).
         """
-        hp = self.hparams
-        if not hp.test_target_strings:
+        s = self.settings
+        if not s.test_target_strings:
             return None
         assert self.stake is not None and self.reach_probability is not None
-        tokenized = self.tokenized("test")
-        at_stake = self.stake[tokenized.states]
-        owner = torch.repeat_interleave(torch.arange(len(tokenized)), tokenized.positions)
-        reached = torch.zeros(len(tokenized), dtype=torch.long).index_add_(
-            0, owner, at_stake.long()
-        ) > 0
-        return mixture_weights(
-            reached, hp.test_strings, hp.test_target_strings, self.reach_probability
+        return test_weights(
+            self.tokenized("test"), self.stake, s.test_strings, s.test_target_strings,
+            self.reach_probability,
         )
-
-    def _check_realized(self, tokenized: TokenizedCorpus) -> None:
-        """Guard the causal setup: the corpus must satisfy the intervention it was sampled under."""
-        if tokenized.counts is not None and not self.intervention.satisfied(tokenized.counts):
-            raise RuntimeError(
-                f"the sampler returned a corpus violating intervention {self.intervention}: "
-                f"realized {self.intervention.realized(tokenized.counts)}"
-            )
 
     def corpus(self, split: str = "train") -> Corpus:
         """The sampled strings of ``split`` ("train", "val" or "test"); sampled on first use."""
@@ -496,9 +344,9 @@ class PFADataModule(L.LightningDataModule):
         if self.cache_path is None:
             return
         for split in SPLITS:
-            self._cached(self._sampling_arguments(split))
-        if self.hparams.test_target_strings:
-            self._cached(self._sampling_arguments("test_target"))
+            self._cached(self._plan(split))
+        if self.settings.test_target_strings:
+            self._cached(self._plan("test_target"))
 
     def setup(self, stage: Optional[str] = None) -> None:
         """Sample (or read from the cache) the corpora ``stage`` needs; idempotent."""
@@ -524,20 +372,20 @@ class PFADataModule(L.LightningDataModule):
         order = BatchOrderSampler(
             len(batches),
             shuffle=shuffle,
-            seed=derive_seed(self.hparams.seed, "batch-order"),
+            seed=derive_seed(self.settings.seed, "batch-order"),
             num_replicas=world,
             rank=rank,
         )
         dataset = BatchDataset(tokenized, batches, probs, self.pad_id)
         weights = self.test_weights() if split == "test" else None
         if weights is not None:
-            dataset = _WithWeights(dataset, weights)
+            dataset = WithWeights(dataset, weights)
         return DataLoader(
             dataset,
             batch_size=None,
             sampler=order,
-            num_workers=self.hparams.num_workers,
-            persistent_workers=self.hparams.num_workers > 0,
+            num_workers=self.settings.num_workers,
+            persistent_workers=self.settings.num_workers > 0,
         )
 
     def train_dataloader(self) -> DataLoader:
@@ -582,54 +430,21 @@ class PFADataModule(L.LightningDataModule):
         Returns:
             ``{"count": {spec: n}, "strings": {spec: m}}`` over every ``state:NAME``,
             ``symbol:SYM`` and existing ``transition:SOURCE:SYM``: total traversals, and strings
-            with at least one traversal. One unconstrained run thus serves every target.
+            with at least one traversal (:func:`~cfl_lightning.data.occurrences.occurrences`).
+            One unconstrained run thus serves every target.
         """
-        tok = self.tokenized(split)
-        q, s = self.pfsa.num_states, self.pfsa.num_symbols
-        moves = tok.targets < s  # positions that emit a symbol (not EOS)
-        string_of = torch.repeat_interleave(torch.arange(len(tok)), tok.positions)[moves]
-        arc = tok.states[moves] * s + tok.targets[moves]
-        names = {
-            "state": (arc // s, q, [f"state:{n}" for n in self.pfsa.states]),
-            "symbol": (arc % s, s, [f"symbol:{a}" for a in self.pfsa.alphabet]),
-            "transition": (
-                arc,
-                q * s,
-                [f"transition:{src}:{a}" for src in self.pfsa.states for a in self.pfsa.alphabet],
-            ),
-        }
-        exists = (self.pfsa.next_state >= 0).reshape(-1).tolist()
-        count: dict[str, int] = {}
-        strings: dict[str, int] = {}
-        for kind, (index, size, labels) in names.items():
-            totals = torch.bincount(index, minlength=size).tolist()
-            pairs = torch.unique(string_of * size + index)
-            holders = torch.bincount(pairs % size, minlength=size).tolist()
-            for i, label in enumerate(labels):
-                if kind == "transition" and not exists[i]:
-                    continue
-                count[label], strings[label] = int(totals[i]), int(holders[i])
-        return {"count": count, "strings": strings}
+        return occurrences(self.pfsa, self.tokenized(split))
 
     def expected_occurrences(self) -> dict[str, float]:
         """``num_strings`` x expected occurrences per unconstrained string, for every event."""
-        k = self.hparams.num_strings
-        flow = self.pfsa.expected_visits()[:, None] * self.pfsa.weights  # [Q, S]
-        out = {f"state:{n}": k * float(v) for n, v in zip(self.pfsa.states, flow.sum(1))}
-        out.update({f"symbol:{a}": k * float(v) for a, v in zip(self.pfsa.alphabet, flow.sum(0))})
-        table = self.pfsa.next_state.tolist()
-        for i, src in enumerate(self.pfsa.states):
-            for j, a in enumerate(self.pfsa.alphabet):
-                if table[i][j] >= 0:
-                    out[f"transition:{src}:{a}"] = k * float(flow[i, j])
-        return out
+        return expected_occurrences(self.pfsa, self.settings.num_strings)
 
     @property
     def expected_count(self) -> Optional[float]:
         """``num_strings`` x expected occurrences per unconstrained string (None without event)."""
         if self.event is None:
             return None
-        return self.hparams.num_strings * self.event.expected_count(self.pfsa)
+        return self.settings.num_strings * self.event.expected_count(self.pfsa)
 
     def summary(self) -> dict[str, Any]:
         """Flat dict for hyperparameter logging.
@@ -642,11 +457,7 @@ class PFADataModule(L.LightningDataModule):
         ``automaton_id`` and ``train_tokens`` (symbols in the training corpus). Samples (or
         reads) the training corpus if needed.
         """
-        hp = dict(self.hparams)
-        source = (
-            ("automaton",) if hp["automaton"] is not None else ("generator", *GENERATOR_ARGS[hp["generator"]])
-        )
-        out = {k: v for k, v in hp.items() if k not in _SOURCE_ARGS or k in source}
+        out = applicable(dict(self.hparams))
         out.update(
             realized_count=self.realized_count,
             realized_strings=self.realized_strings,
@@ -658,18 +469,3 @@ class PFADataModule(L.LightningDataModule):
             train_tokens=int(self.corpus("train").tokens.numel()),
         )
         return out
-
-
-class _WithWeights(torch.utils.data.Dataset):
-    """A :class:`BatchDataset` whose batches also carry ``weights`` ``[B]`` (one per string)."""
-
-    def __init__(self, batches: BatchDataset, weights: torch.Tensor) -> None:
-        self.batches, self.weights = batches, weights
-
-    def __len__(self) -> int:
-        return len(self.batches)
-
-    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
-        batch = self.batches[i]
-        batch["weights"] = self.weights[self.batches.batches[i]]
-        return batch

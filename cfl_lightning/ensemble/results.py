@@ -1,6 +1,7 @@
 """A member's ``results.json``: the file its own ``fit`` writes, and whether one already exists.
 
-:func:`write_member_results` is :func:`~cfl_lightning.results.build_results` +
+:func:`write_member_results` is :func:`~cfl_lightning.results.build_results` (of a
+:class:`~cfl_lightning.results.FinishedRun`) +
 :func:`~cfl_lightning.results.write_results` (atomic) with the member's best weights, its data
 module, its run's full config and its test's decomposed KL, at the path its own
 ``ResultsWriter`` would use. ``train_time_s`` is the ensemble's training wall time until the
@@ -52,11 +53,11 @@ def write_member_results(
         kl_result: its test's ``DecomposedKL.compute()`` (None without test strings).
         test_visits: its test's ``[Q]`` positions per state.
     """
-    from cfl_lightning.results import build_results, write_results
+    from cfl_lightning.results import FinishedRun, build_results, write_results
 
     model.load_state_dict(outcome.best_state)
     path = Path(path)
-    results = build_results(
+    results = build_results(FinishedRun(
         config=dict(config),
         model=model,
         datamodule=datamodule,
@@ -69,5 +70,5 @@ def write_member_results(
         test_visits=test_visits,
         stopped_early=outcome.stopped_early,
         steps=outcome.steps,
-    )
+    ))
     return write_results(path, results)

@@ -19,7 +19,9 @@ import math
 import os
 import re
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -27,12 +29,16 @@ from cfl_lightning.automata.events import Event
 from cfl_lightning.automata.pfsa import PFSA
 from cfl_lightning.errors import SizeError
 
+if TYPE_CHECKING:
+    from cfl_lightning.sampling.intervention import Intervention
+
 __all__ = [
     "MemoryEstimate",
     "estimate_sampling",
     "available_memory",
     "check_memory",
     "check_sampling_memory",
+    "check_corpora_memory",
     "check_bytes",
     "automaton_bytes",
     "format_bytes",
@@ -89,6 +95,21 @@ class MemoryEstimate:
         if self.extra_bytes:
             parts.append(f"other {format_bytes(self.extra_bytes)}")
         return f"~{format_bytes(self.total)} ({'; '.join(parts)})"
+
+    @classmethod
+    def combine(cls, parts: Sequence[MemoryEstimate]) -> MemoryEstimate:
+        """Several corpora held together: sizes add up; the bins are transient, so the largest.
+
+        The expected length is the first part's (every part samples the same automaton).
+        """
+        return cls(
+            num_strings=sum(p.num_strings for p in parts),
+            expected_length=parts[0].expected_length,
+            expected_tokens=sum(p.expected_tokens for p in parts),
+            bins_bytes=max(p.bins_bytes for p in parts),
+            corpus_bytes=sum(p.corpus_bytes for p in parts),
+            extra_bytes=sum(p.extra_bytes for p in parts),
+        )
 
 
 def format_bytes(n: float) -> str:
@@ -276,9 +297,7 @@ def check_sampling_memory(
 ) -> MemoryEstimate:
     """:func:`estimate_sampling`, warn on extreme lengths, then :func:`check_memory`.
 
-    The one call for :func:`~cfl_lightning.sampling.sample_corpus`, the ``sample`` command, a
-    data module (``extra_bytes_per_token`` for its tensors, ``num_strings`` = all splits) and
-    ``fit``.
+    The keyword form of :func:`check_corpora_memory` (one corpus, the intervention as text).
 
     Raises:
         SizeError: the estimate exceeds the memory available.
@@ -290,12 +309,63 @@ def check_sampling_memory(
         pfsa, num_strings, intervention=intervention, event=event, count=count, write=write,
         extra_bytes_per_token=extra_bytes_per_token,
     )
+    return _refuse_or_warn(estimate, device, what)
+
+
+def check_corpora_memory(
+    pfsa: PFSA,
+    corpora: Sequence[tuple[int, Intervention]],
+    *,
+    device: str | torch.device = "cpu",
+    write: bool = False,
+    extra_bytes_per_token: float = 0.0,
+    what: str = "sampling",
+) -> MemoryEstimate:
+    """The one memory check before sampling: every entry point calls it once.
+
+    :func:`~cfl_lightning.sampling.sample_corpus` and the ``sample`` command check their one
+    corpus; a data module checks all its splits together (they are all kept, with
+    ``extra_bytes_per_token`` for its tensors). The estimates of the corpora are combined
+    (:meth:`MemoryEstimate.combine`), a :class:`LongStringWarning` is given for extreme lengths,
+    and :func:`check_memory` refuses what does not fit.
+
+    Args:
+        pfsa: the automaton.
+        corpora: ``(num_strings, intervention)`` of each corpus; empty ones (``0``) are skipped.
+        device: where the sampling runs.
+        write: include writing the corpus as JSON Lines (the ``sample`` command).
+        extra_bytes_per_token: bytes per position the caller keeps besides the corpus.
+        what: the subject of the refusal's message.
+
+    Returns:
+        the combined :class:`MemoryEstimate`.
+
+    Raises:
+        SizeError: the estimate exceeds the memory available.
+
+    Warns:
+        LongStringWarning: the expected string length exceeds ``LONG_STRING_WARNING`` symbols.
+    """
+    parts = [
+        estimate_sampling(
+            pfsa, k, intervention=spec.kind, event=spec.event, count=spec.count, write=write,
+            extra_bytes_per_token=extra_bytes_per_token,
+        )
+        for k, spec in corpora
+        if k
+    ]
+    return _refuse_or_warn(MemoryEstimate.combine(parts), device, what)
+
+
+def _refuse_or_warn(
+    estimate: MemoryEstimate, device: str | torch.device, what: str
+) -> MemoryEstimate:
     if estimate.expected_length > LONG_STRING_WARNING:
         warnings.warn(
             f"the automaton's expected string length is {estimate.expected_length:,.0f} symbols; "
             "sampling and training will be slow",
             LongStringWarning,
-            stacklevel=3,
+            stacklevel=4,
         )
     check_memory(estimate, device, what=what)
     return estimate

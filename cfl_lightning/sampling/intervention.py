@@ -22,6 +22,7 @@ Example:
 from __future__ import annotations
 
 import numbers
+import operator
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,10 +31,10 @@ from torch import Tensor
 
 from cfl_lightning.automata.events import Event
 from cfl_lightning.automata.pfsa import PFSA
-from cfl_lightning.errors import InterventionError
+from cfl_lightning.errors import EventError, InterventionError
 from cfl_lightning.sampling.feasibility import max_occurrences
 
-__all__ = ["Intervention", "INTERVENTIONS", "COUNT_UNITS"]
+__all__ = ["Intervention", "INTERVENTIONS", "COUNT_UNITS", "as_int"]
 
 INTERVENTIONS = ("none", "exact", "at_least", "at_least_once")
 #: what ``count`` (and the realized value) counts under each kind: event occurrences in the
@@ -46,10 +47,18 @@ COUNT_UNITS = {
 }
 
 
-def _as_int(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+def as_int(value: Any, name: str) -> int:
+    """``value`` as a Python int (numpy integers accepted; bools, floats and text refused).
+
+    Raises:
+        InterventionError: naming ``name`` and the value.
+    """
+    if isinstance(value, bool):
         raise InterventionError(f"{name} must be an integer, got {value!r}")
-    return int(value)
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise InterventionError(f"{name} must be an integer, got {value!r}") from None
 
 
 @dataclass(frozen=True)
@@ -76,18 +85,30 @@ class Intervention:
     ) -> Intervention:
         """Check the combination of ``kind``, ``event`` and ``count`` (without an automaton).
 
+        This is where an intervention is parsed: every entry point (``sample_corpus``, the
+        ``sample`` command, the data module) calls it once and passes the value on.
+
+        Args:
+            kind: one of :data:`INTERVENTIONS`.
+            event: ``state:NAME``, ``symbol:SYM``, ``transition:SOURCE:SYM``, an :class:`Event`
+                or None.
+            count: the target (any integer type, numpy's included), or None.
+
         Raises:
             InterventionError: unknown kind, a count without an intervention, a missing event or
                 count, a count that is not a non-negative integer.
-            EventError: a malformed event text.
+            EventError: a malformed event text, or an event that is neither text nor an
+                :class:`Event`.
         """
         if kind not in INTERVENTIONS:
             raise InterventionError(
                 f"unknown intervention {kind!r}; expected one of {', '.join(INTERVENTIONS)}"
             )
+        if event is not None and not isinstance(event, (str, Event)):
+            raise EventError(f"event must be text such as 'state:NAME' or an Event, got {event!r}")
         parsed = Event.parse(event) if isinstance(event, str) else event
         if count is not None:
-            count = _as_int("count", count)
+            count = as_int(count, "count")
         if kind == "none":
             if count is not None:
                 raise InterventionError(

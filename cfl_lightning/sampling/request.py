@@ -1,48 +1,44 @@
-"""Checks of a sampling request made before any work: types, ranges, device, memory.
+"""A sampling request checked once, at the edge: types, ranges, device, intervention, memory.
 
-:func:`check_request` is called first by :func:`~cfl_lightning.sampling.sample_corpus`. It
-accepts numpy integers (and any ``__index__`` type) for counts and seeds, turns wrong types and
-unknown devices into :class:`~cfl_lightning.errors.CflError` subclasses (never
-``AttributeError`` or torch's ``RuntimeError``), and refuses requests too large for memory
-(:mod:`~cfl_lightning.sampling.budget`).
+:func:`check_request` is the keyword edge of :func:`~cfl_lightning.sampling.sample_corpus` and
+of the ``sample`` command: it accepts numpy integers (and any ``__index__`` type) for counts and
+seeds, turns wrong types and unknown devices into :class:`~cfl_lightning.errors.CflError`
+subclasses (never ``AttributeError`` or torch's ``RuntimeError``), parses and validates the
+:class:`~cfl_lightning.sampling.Intervention` once, and refuses requests too large for memory
+(:func:`~cfl_lightning.sampling.budget.check_corpora_memory`). It returns a
+:class:`SamplingRequest`, the value that :func:`~cfl_lightning.sampling.sampler.draw` takes.
+
+:func:`resolve_device` is the package's one device resolver (the sampler, the ``sample``
+command and :class:`~cfl_lightning.data.PFADataModule` call it).
 """
 
 from __future__ import annotations
 
-import operator
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from cfl_lightning.automata.events import Event
 from cfl_lightning.automata.pfsa import PFSA
-from cfl_lightning.errors import EventError, InterventionError
-from cfl_lightning.sampling.budget import check_sampling_memory
+from cfl_lightning.errors import InterventionError
+from cfl_lightning.sampling.budget import MemoryEstimate, check_corpora_memory
+from cfl_lightning.sampling.intervention import Intervention, as_int
 
-__all__ = ["check_request", "as_int", "check_device", "SEED_MAX"]
+__all__ = ["SamplingRequest", "check_request", "resolve_device", "METHODS", "SEED_MAX"]
 
 SEED_MAX = 2**64 - 1
+METHODS = ("binning", "rejection")
 
 
-def as_int(value: Any, name: str) -> int:
-    """``value`` as a Python int (numpy integers accepted; bools, floats and text refused).
-
-    Raises:
-        InterventionError: naming ``name`` and the value.
-    """
-    if isinstance(value, bool):
-        raise InterventionError(f"{name} must be an integer, got {value!r}")
-    try:
-        return operator.index(value)
-    except TypeError:
-        raise InterventionError(f"{name} must be an integer, got {value!r}") from None
-
-
-def check_device(device: Any) -> torch.device:
+def resolve_device(device: Any) -> torch.device:
     """``auto``, ``cpu``, ``cuda`` or ``cuda:N``, resolved (``auto`` -> CUDA when available).
 
+    Args:
+        device: text or a :class:`torch.device`.
+
     Raises:
-        InterventionError: an unknown device string, or CUDA requested but unavailable.
+        InterventionError: an unknown or unsupported device, CUDA requested but unavailable, or
+            a CUDA index beyond the visible devices.
     """
     text = str(device)
     if text == "auto":
@@ -66,26 +62,59 @@ def check_device(device: Any) -> torch.device:
     return dev
 
 
+@dataclass(frozen=True)
+class SamplingRequest:
+    """What to sample, checked: the value :func:`~cfl_lightning.sampling.sampler.draw` takes.
+
+    Built by :func:`check_request` (from user input), or directly by a caller that has checked
+    its parts itself (the data module validates its interventions once, on construction).
+
+    Attributes:
+        num_strings: ``K`` (positive).
+        seed: seed of every random draw, in ``0 .. 2**64 - 1``.
+        intervention: the condition, validated against the automaton and ``K``.
+        method: ``binning`` (exact sampler) or ``rejection`` (baseline).
+        device: the resolved sampling device.
+        max_tries: rejection only: corpora to draw before giving up (None: 10,000).
+        estimate: the memory estimate the request was checked against (None if not checked).
+    """
+
+    num_strings: int
+    seed: int
+    intervention: Intervention = Intervention()
+    method: str = "binning"
+    device: torch.device = torch.device("cpu")
+    max_tries: int | None = None
+    estimate: MemoryEstimate | None = field(default=None, compare=False)
+
+
 def check_request(
     pfsa: Any,
     num_strings: Any,
     *,
     seed: Any,
-    intervention: str = "none",
+    intervention: Any = "none",
     event: Any = None,
     count: Any = None,
+    method: Any = "binning",
     device: Any = "cpu",
     max_tries: Any = None,
-) -> tuple[int, int, int | None]:
-    """Validate a :func:`~cfl_lightning.sampling.sample_corpus` request before any work.
+    write: bool = False,
+    what: str = "sampling",
+) -> SamplingRequest:
+    """Check a :func:`~cfl_lightning.sampling.sample_corpus` request before any work.
+
+    The arguments are those of :func:`~cfl_lightning.sampling.sample_corpus`; ``write`` and
+    ``what`` go to the memory check (writing the corpus as JSON Lines; the message's subject).
 
     Returns:
-        ``(num_strings, seed, count)`` as Python ints (``count`` may be None).
+        the :class:`SamplingRequest`, with Python ints, the resolved device and the validated
+        :class:`~cfl_lightning.sampling.Intervention`.
 
     Raises:
         InterventionError: a wrong type, a seed outside ``0 .. 2**64 - 1``, a non-positive
-            ``num_strings``, an unknown device.
-        EventError: an event that is neither text nor an :class:`Event`.
+            ``num_strings``, an unknown device or method, an ill-formed or impossible target.
+        EventError: a malformed event, or one naming an unknown state or symbol.
         SizeError: the request would not fit in memory (the message gives the estimate).
     """
     if not isinstance(pfsa, PFSA):
@@ -98,17 +127,12 @@ def check_request(
     seed = as_int(seed, "seed")
     if not 0 <= seed <= SEED_MAX:
         raise InterventionError(f"seed must be in 0..2**64-1, got {seed}")
-    count = None if count is None else as_int(count, "count")
     if max_tries is not None:
-        as_int(max_tries, "max_tries")
-    if event is not None and not isinstance(event, (str, Event)):
-        raise EventError(f"event must be text such as 'state:NAME' or an Event, got {event!r}")
-    dev = check_device(device)
-    if isinstance(intervention, str) and (count is None or count >= 0):
-        known = intervention in ("none", "exact", "at_least", "at_least_once")
-        ev = Event.parse(event) if isinstance(event, str) else event
-        check_sampling_memory(
-            pfsa, k, intervention=intervention if known else "none", event=ev,
-            count=count if known else None, device=dev,
-        )
-    return k, seed, count
+        max_tries = as_int(max_tries, "max_tries")
+    dev = resolve_device(device)
+    spec = Intervention.create(intervention, event, count)
+    estimate = check_corpora_memory(pfsa, [(k, spec)], device=dev, write=write, what=what)
+    if method not in METHODS:
+        raise InterventionError(f"unknown method {method!r}; expected one of {', '.join(METHODS)}")
+    spec.validate(pfsa, k)  # names, sizes and feasibility
+    return SamplingRequest(k, seed, spec, method, dev, max_tries, estimate)

@@ -29,23 +29,12 @@ from cfl_lightning.sampling.counts import split_at_least, split_exact
 from cfl_lightning.sampling.intervention import INTERVENTIONS, Intervention
 from cfl_lightning.sampling.law import CountSource, law_for_total, law_upto
 from cfl_lightning.sampling.paths import sample_paths
-from cfl_lightning.sampling.request import check_request
+from cfl_lightning.sampling.request import METHODS, SamplingRequest, check_request, resolve_device
 from cfl_lightning.semiring.backward import ScaledBins, backward_fast
 
-__all__ = ["sample_corpus", "resolve_device", "INTERVENTIONS", "METHODS"]
+__all__ = ["sample_corpus", "draw", "resolve_device", "INTERVENTIONS", "METHODS"]
 
-METHODS = ("binning", "rejection")
 _REJECTION_TOKENS = 2_000_000  # strings drawn per rejection batch ~ this many tokens
-
-
-def resolve_device(device: str | torch.device) -> torch.device:
-    """``"auto"`` -> CUDA when available, else CPU; anything else as given."""
-    if str(device) == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    device = torch.device(device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise InterventionError("device 'cuda' requested but CUDA is not available")
-    return device
 
 
 def sample_corpus(
@@ -62,6 +51,9 @@ def sample_corpus(
     progress: bool = False,
 ) -> Corpus:
     """Sample ``num_strings`` strings from ``pfsa``, optionally under an intervention.
+
+    The keyword form for users: the arguments are checked once (:func:`check_request`, which
+    builds the :class:`~cfl_lightning.sampling.Intervention`) and :func:`draw` samples.
 
     Args:
         pfsa: the automaton.
@@ -84,39 +76,48 @@ def sample_corpus(
         RejectionExhaustedError: rejection found no corpus within ``max_tries``.
         SizeError: the request would not fit in memory (see :mod:`~cfl_lightning.sampling.budget`).
     """
-    num_strings, seed, count = check_request(
+    request = check_request(
         pfsa, num_strings, seed=seed, intervention=intervention, event=event, count=count,
-        device=device, max_tries=max_tries,
+        method=method, device=device, max_tries=max_tries,
     )
-    spec = Intervention.create(intervention, event, count)
-    if method not in METHODS:
-        raise InterventionError(f"unknown method {method!r}; expected one of {', '.join(METHODS)}")
-    dev = resolve_device(device)
+    return draw(pfsa, request, progress=progress)
+
+
+def draw(pfsa: PFSA, request: SamplingRequest, *, progress: bool = False) -> Corpus:
+    """Sample the corpus of a checked request (the internal entry: nothing is parsed again).
+
+    Args:
+        pfsa: the automaton (moved to ``request.device``).
+        request: a :class:`~cfl_lightning.sampling.request.SamplingRequest` whose intervention
+            was validated against ``pfsa`` and ``request.num_strings``.
+        progress: draw a progress bar on stderr (only when it is a terminal).
+
+    Returns:
+        A :class:`Corpus` on the CPU, with per-string ``counts`` when the request has an event.
+
+    Raises:
+        RejectionExhaustedError: rejection found no corpus within ``max_tries``.
+        InterventionError: an at-least-once target that no corpus meets.
+    """
+    spec, k, dev = request.intervention, request.num_strings, request.device
     automaton = pfsa.to(dev)
-    event_fn = spec.validate(automaton, num_strings)  # names, sizes and feasibility
-    count = spec.count
-    bar = Progress(num_strings, "sampling", enabled=None if progress else False)
-    paths_gen = torch.Generator(device=dev).manual_seed(seed)
-    if intervention == "none":
-        corpus = sample_paths(automaton, num_strings, paths_gen, event_fn=event_fn, progress=bar)
+    event_fn = None if spec.event is None else spec.event.function(automaton)
+    bar = Progress(k, "sampling", enabled=None if progress else False)
+    paths_gen = torch.Generator(device=dev).manual_seed(request.seed)
+    if not spec.constrained:
+        corpus = sample_paths(automaton, k, paths_gen, event_fn=event_fn, progress=bar)
+    elif request.method == "rejection":
+        corpus = _rejection(automaton, k, spec, event_fn, paths_gen, request.max_tries)
     else:
-        assert event_fn is not None and count is not None
-        if method == "rejection":
-            corpus = _rejection(automaton, num_strings, spec, event_fn, paths_gen, max_tries)
+        counts_gen = torch.Generator(device=dev).manual_seed((request.seed + 0x9E3779B9) % 2**64)
+        if spec.kind == "at_least_once":
+            corpus = _at_least_once(automaton, event_fn, k, spec.count, counts_gen, paths_gen, bar)
         else:
-            counts_gen = torch.Generator(device=dev).manual_seed((seed + 0x9E3779B9) % 2**64)
-            if intervention == "at_least_once":
-                corpus = _at_least_once(
-                    automaton, event_fn, num_strings, count, counts_gen, paths_gen, bar
-                )
-            else:
-                budgets, bins = _plan(
-                    automaton, event_fn, num_strings, intervention, count, counts_gen
-                )
-                corpus = sample_paths(
-                    automaton, num_strings, paths_gen, event_fn=event_fn, budgets=budgets,
-                    bins=bins, progress=bar,
-                )
+            budgets, bins = _plan(automaton, event_fn, k, spec.kind, spec.count, counts_gen)
+            corpus = sample_paths(
+                automaton, k, paths_gen, event_fn=event_fn, budgets=budgets, bins=bins,
+                progress=bar,
+            )
     bar.close()
     return corpus.to("cpu")
 

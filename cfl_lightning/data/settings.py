@@ -1,0 +1,214 @@
+"""``DataSettings``: the settings of a :class:`~cfl_lightning.data.PFADataModule`, one field each.
+
+The data module's constructor takes these fields as keyword arguments (so ``PFADataModule(...)``
+calls and the LightningCLI ``data.*`` keys stay as they are) and builds one
+:class:`DataSettings`, which checks the integer fields. The fields' documentation below is also
+the constructor's ``Args`` (and so ``fit --help``): it is written once, here.
+
+Example:
+    >>> settings = DataSettings(generator="parity", eta=0.3, num_strings=100)
+    >>> build_automaton(settings).num_states, settings.num_strings
+    (4, 100)
+"""
+
+from __future__ import annotations
+
+import inspect
+import operator
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Literal, Mapping, Optional
+
+from cfl_lightning.automata import (
+    PFSA,
+    parity_starfree_pfsa,
+    random_pfsa,
+    resampled_parity_starfree_pfsa,
+)
+from cfl_lightning.errors import CflError, PFSAError
+from cfl_lightning.sampling.request import SEED_MAX
+
+__all__ = [
+    "DataSettings",
+    "GENERATORS",
+    "GENERATOR_ARGS",
+    "build_automaton",
+    "applicable",
+    "attributes_section",
+]
+
+GENERATORS = ("parity", "parity_resampled", "random")
+#: the constructor arguments each generator uses
+GENERATOR_ARGS = {
+    "parity": ("eta",),
+    "parity_resampled": ("weight_seed",),
+    "random": ("num_states", "num_symbols", "topology_seed", "weight_seed"),
+}
+_SOURCE_ARGS = (
+    "automaton", "generator", "eta", "num_states", "num_symbols", "topology_seed", "weight_seed"
+)
+#: the integer fields: (name, lowest value, highest value or None), in the order they are checked
+_INTEGERS = (
+    ("num_strings", 1, None),
+    ("val_strings", 0, None),
+    ("test_strings", 0, None),
+    ("test_target_strings", 0, None),
+    ("max_tokens", 1, None),
+    ("num_workers", 0, None),
+    ("num_states", 1, None),
+    ("num_symbols", 1, None),
+    ("seed", 0, SEED_MAX),
+    ("topology_seed", 0, SEED_MAX),
+    ("weight_seed", 0, SEED_MAX),
+)
+
+
+def _integer(name: str, value: Any, low: int, high: Optional[int] = None) -> int:
+    """``value`` as a Python int in ``low..high`` (numpy integers accepted, bools refused)."""
+    try:
+        number = None if isinstance(value, bool) else operator.index(value)
+    except TypeError:
+        number = None
+    if number is None or number < low or (high is not None and number > high):
+        bound = f"in {low}..{high}" if high is not None else f">= {low}"
+        raise CflError(f"{name} must be an integer {bound}, got {value!r}")
+    return number
+
+
+@dataclass(frozen=True)
+class DataSettings:
+    """Where the automaton comes from, how each corpus is sampled, and how it is batched.
+
+    Integer fields accept numpy integers and are stored as Python ints (they are logged).
+
+    Attributes:
+        automaton: path of an automaton JSON file; if None, the automaton comes from
+            ``generator``.
+        generator: built-in automaton used when ``automaton`` is None: "parity" (the paper's
+            parity + star-free PFSA, weights set by ``eta``), "parity_resampled" (same topology,
+            Dirichlet weights drawn with ``weight_seed``) or "random" (``num_states`` states,
+            ``num_symbols`` symbols, ``topology_seed``, ``weight_seed``).
+        eta: probability of the star-free branch of the "parity" automaton, in [0, 1].
+        num_states: number of states of the "random" automaton.
+        num_symbols: alphabet size of the "random" automaton (the attribute ``num_symbols`` of
+            the built module is the alphabet size of whichever automaton is used).
+        topology_seed: seed of the "random" automaton's topology.
+        weight_seed: seed of the "random" and "parity_resampled" automata's weights.
+        intervention: how the training corpus is sampled: "none" (unconstrained), "exact" (the
+            corpus traverses the event exactly ``count`` times), "at_least" (at least ``count``
+            times) or "at_least_once" (exactly ``count`` strings contain the event).
+        event: the counted transitions: "state:NAME", "symbol:SYM" or "transition:SOURCE:SYM".
+            With intervention "none" the corpus is unconstrained and the event's realized count
+            is only recorded (the correlational setting).
+        count: the intervention's target (required with an intervention, not allowed without).
+        num_strings: number of training strings K.
+        val_strings: number of validation strings (0 for none).
+        test_strings: number of unconstrained test strings (0 for none).
+        test_target_strings: additional test strings drawn conditioned on reaching a state at
+            which the event is at stake (its state; for a symbol, every state where the symbol
+            has positive probability), for reliable estimates of a rarely visited target. The
+            per-visit prefix law at those states is unchanged by the conditioning, and test
+            batches carry importance ``weights`` that keep every other test value unbiased
+            too. Needs an event; 0 (default) for none.
+        val_intervention: "none" (default): validation strings are unconstrained, so early
+            stopping, the LR schedule and the checkpoint choice select on the KL to the
+            automaton's own distribution, which is what the test reports; "same": drawn under
+            the training intervention with its count scaled by ``val_strings / num_strings``
+            (rounded; in-distribution validation, as without access to the automaton).
+        max_tokens: upper bound on the real positions (n + 1 per string) in one batch.
+        seed: seed of all sampling and of the per-epoch batch order; each split and the batch
+            order use separate streams derived from it.
+        device: where to sample: "auto" (CUDA when available), "cpu", "cuda" or "cuda:N".
+            Batches are always returned on the CPU (Lightning moves them).
+        cache_dir: directory of the corpus cache. None: the environment variable
+            CFL_LIGHTNING_CACHE if set, else ~/.cache/cfl_lightning. "none" (also accepted as
+            the value of CFL_LIGHTNING_CACHE) disables the cache.
+        num_workers: DataLoader worker processes (0 = load in the main process).
+
+    Raises:
+        CflError: an integer field that is not an integer or is out of its range (the message
+            names the field).
+    """
+
+    automaton: Optional[str] = None
+    generator: Literal["parity", "parity_resampled", "random"] = "parity"
+    eta: float = 0.5
+    num_states: int = 50
+    num_symbols: int = 10
+    topology_seed: int = 0
+    weight_seed: int = 0
+    intervention: Literal["none", "exact", "at_least", "at_least_once"] = "none"
+    event: Optional[str] = None
+    count: Optional[int] = None
+    num_strings: int = 500
+    val_strings: int = 200
+    test_strings: int = 500
+    test_target_strings: int = 0
+    val_intervention: Literal["none", "same"] = "none"
+    max_tokens: int = 128
+    seed: int = 0
+    device: str = "auto"
+    cache_dir: Optional[str] = None
+    num_workers: int = 0
+
+    def __post_init__(self) -> None:
+        for name, low, high in _INTEGERS:
+            object.__setattr__(self, name, _integer(name, getattr(self, name), low, high))
+
+    @classmethod
+    def from_arguments(cls, arguments: Mapping[str, Any]) -> DataSettings:
+        """The settings among ``arguments`` (e.g. a constructor's ``locals()``; others ignored)."""
+        return cls(**{f.name: arguments[f.name] for f in fields(cls) if f.name in arguments})
+
+    def as_dict(self) -> dict[str, Any]:
+        """``{field: value}`` in the constructor's order."""
+        return asdict(self)
+
+    @property
+    def sizes(self) -> dict[str, int]:
+        """Strings of each split: ``train``, ``val``, ``test`` and ``test_target``."""
+        return {
+            "train": self.num_strings,
+            "val": self.val_strings,
+            "test": self.test_strings,
+            "test_target": self.test_target_strings,
+        }
+
+
+def build_automaton(settings: DataSettings) -> PFSA:
+    """The automaton of ``settings``: read from ``automaton``, else built by ``generator``.
+
+    Raises:
+        PFSAError: an unknown generator, or an invalid automaton file.
+    """
+    if settings.automaton is not None:
+        return PFSA.from_json(settings.automaton)
+    if settings.generator == "parity":
+        return parity_starfree_pfsa(settings.eta)
+    if settings.generator == "parity_resampled":
+        return resampled_parity_starfree_pfsa(settings.weight_seed)
+    if settings.generator == "random":
+        return random_pfsa(
+            settings.num_states, settings.num_symbols, settings.topology_seed, settings.weight_seed
+        )
+    raise PFSAError(f"unknown generator {settings.generator!r}; expected one of {GENERATORS}")
+
+
+def applicable(hparams: Mapping[str, Any]) -> dict[str, Any]:
+    """``hparams`` without the automaton-source arguments that the chosen source does not use.
+
+    ``automaton`` when a file is given; else ``generator`` and its own arguments
+    (:data:`GENERATOR_ARGS`). Every other entry is kept.
+    """
+    source = (
+        ("automaton",)
+        if hparams["automaton"] is not None
+        else ("generator", *GENERATOR_ARGS[hparams["generator"]])
+    )
+    return {k: v for k, v in hparams.items() if k not in _SOURCE_ARGS or k in source}
+
+
+def attributes_section() -> str:
+    """The ``Attributes:`` entries of :class:`DataSettings`' docstring, as an ``Args:`` body."""
+    doc = inspect.cleandoc(DataSettings.__doc__ or "")
+    body = doc.split("Attributes:\n", 1)[1].split("\n\n", 1)[0]
+    return body

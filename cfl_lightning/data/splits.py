@@ -1,0 +1,83 @@
+"""What each corpus of a data module is drawn from: one value per split, its cache key, its draw.
+
+A :class:`SplitPlan` holds a split's size, its seed (derived from the data module's ``seed``)
+and the :class:`~cfl_lightning.sampling.Intervention` it is drawn under -- the value the data
+module validated on construction, passed on unchanged to the sampler
+(:func:`~cfl_lightning.sampling.sampler.draw`). The targeted test strings are not drawn under an
+intervention on the training corpus but conditioned on reaching the event's at-stake states
+(``reach``; :mod:`cfl_lightning.data.targeted`). :meth:`SplitPlan.key_arguments` is the record
+that :func:`~cfl_lightning.data.cache.corpus_key` hashes: its format is the cache's and must not
+change (a targeted split is recorded with the intervention label ``"reach"``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import torch
+
+from cfl_lightning.automata import PFSA, Event
+from cfl_lightning.data.targeted import sample_targeted
+from cfl_lightning.sampling import Corpus, Intervention
+from cfl_lightning.sampling.request import SamplingRequest
+from cfl_lightning.sampling.sampler import draw
+
+__all__ = ["SplitPlan", "SAMPLING_METHOD", "REACH"]
+
+SAMPLING_METHOD = "binning"
+#: the intervention label of targeted test strings in a cache key (not an intervention kind)
+REACH = "reach"
+
+
+@dataclass(frozen=True)
+class SplitPlan:
+    """The sampling of one split.
+
+    Attributes:
+        split: ``train``, ``val``, ``test`` or ``test_target``.
+        num_strings: its strings (0: an empty split, nothing sampled).
+        seed: its random stream's seed.
+        intervention: the validated intervention it is drawn under; ``Intervention()`` (none,
+            no event) for unconstrained splits: their event counts come from the tokenizer.
+        reach: for targeted test strings, the event whose at-stake states every string reaches.
+    """
+
+    split: str
+    num_strings: int
+    seed: int
+    intervention: Intervention = Intervention()
+    reach: Optional[Event] = None
+
+    def key_arguments(self, device: torch.device) -> dict[str, Any]:
+        """The sampling arguments that identify the corpus (what the cache key hashes)."""
+        spec = self.intervention
+        kind, event = (REACH, self.reach) if self.reach is not None else (spec.kind, spec.event)
+        return {
+            "split": self.split,
+            "num_strings": self.num_strings,
+            "seed": self.seed,
+            "intervention": kind,
+            "event": None if event is None else str(event),
+            "count": spec.count,
+            "method": SAMPLING_METHOD,
+            "device_type": device.type,
+        }
+
+    def draw(self, pfsa: PFSA, device: torch.device, stake: Optional[torch.Tensor]) -> Corpus:
+        """Sample the split's corpus on ``device`` (returned on the CPU).
+
+        Args:
+            pfsa: the automaton.
+            device: the resolved sampling device.
+            stake: ``[Q]`` bool at-stake states (needed only with ``reach``).
+        """
+        if self.num_strings == 0:
+            return Corpus(torch.zeros(0, dtype=torch.long), torch.zeros(1, dtype=torch.long))
+        if self.reach is not None:
+            assert stake is not None
+            return sample_targeted(pfsa, self.num_strings, self.seed, stake, device)
+        request = SamplingRequest(
+            self.num_strings, self.seed, self.intervention, SAMPLING_METHOD, device
+        )
+        return draw(pfsa, request)
