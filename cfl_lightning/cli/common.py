@@ -13,6 +13,7 @@ __all__ = [
     "ArgumentParser",
     "command_args",
     "seed_type",
+    "positive_type",
     "probability_type",
     "edges_type",
 ]
@@ -36,6 +37,17 @@ def seed_type(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected an integer seed, got {text!r}") from None
     if not 0 <= value <= SEED_MAX:
         raise argparse.ArgumentTypeError(f"a seed must be in 0..2**64-1, got {text}")
+    return value
+
+
+def positive_type(text: str) -> int:
+    """An argparse type: a positive integer (``1``, ``2``, ...)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
     return value
 
 
