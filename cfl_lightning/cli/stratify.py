@@ -20,13 +20,7 @@ from __future__ import annotations
 
 import sys
 
-from cfl_lightning.cli.common import (
-    ArgumentParser,
-    command_args,
-    edges_type,
-    positive_type,
-    run_command,
-)
+from cfl_lightning.cli.common import ArgumentParser, command_args, edges_type, run_command
 
 __all__ = ["main", "build_parser"]
 
@@ -34,7 +28,7 @@ PROG = "python -m cfl_lightning stratify"
 
 
 def build_parser() -> ArgumentParser:
-    from cfl_lightning.cli.common import seed_type
+    from cfl_lightning.cli.common import positive_type, seed_type
 
     parser = ArgumentParser(
         prog=PROG,
