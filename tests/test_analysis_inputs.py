@@ -257,3 +257,54 @@ def test_a_refused_analysis_writes_no_export(tmp_path, capsys):
     )
     assert code == 2 and "nothing to plot" in err
     assert not export.exists() and not out.exists()
+
+
+# --------------------------------------------------------------------------- the command's body alone
+
+
+def _parsed(*argv):
+    from cfl_lightning.cli.analyze import build_parser
+
+    return build_parser().parse_args([str(a) for a in argv])
+
+
+def test_analyze_runs_alone_on_parsed_arguments(synthetic, tmp_path, capsys, monkeypatch):  # noqa: F811
+    """``analyze(args)`` is a module-level function: called without ``main``, it writes what the
+    command writes (same CSV, same gap table) and raises CflError (no exit) when refused."""
+    from cfl_lightning.analysis import plot
+    from cfl_lightning.cli.analyze import analyze, check_args
+    from cfl_lightning.errors import CflError
+
+    monkeypatch.setattr(plot, "_save", lambda *args: None)
+    args = _parsed(synthetic, "--output", tmp_path / "a.png", "--bins", "3")
+    assert check_args(args) is None
+    assert analyze(args) == 0
+    alone = capsys.readouterr().out
+    code, gaps, err = run_both(
+        ["analyze", str(synthetic), "--output", str(tmp_path / "b.png"), "--bins", "3"], capsys
+    )
+    assert code == 0, err
+    assert alone == gaps and "causal point(s) have such runs" in gaps
+    assert (tmp_path / "a.csv").read_bytes() == (tmp_path / "b.csv").read_bytes()
+    refused = _parsed(synthetic, "--output", tmp_path / "c.png", "--target", "state:nope")
+    with pytest.raises(CflError, match="no runs about target state:nope"):
+        analyze(refused)
+    assert not (tmp_path / "c.csv").exists()
+
+
+@pytest.mark.parametrize("extra,problem", [
+    ([], "give --output FIGURE, --export-results OUT.jsonl, or both"),
+    (["--output", "f.gif"], "--output must end in .png, .pdf or .svg, got 'f.gif'"),
+    (["--export-results", "e.json"], "--export-results must end in .jsonl, got 'e.json'"),
+    (["--output", "f.png", "--bins", "0"], "--bins must be positive, got 0"),
+    (["--output", "f.png", "--edges", "3,1"], "--edges must be at least two strictly increasing"),
+    (["--output", "f.png", "--edges", "3"], "--edges must be at least two strictly increasing"),
+    (["--output", "f.png", "--columns", "0"], "--columns must be positive, got 0"),
+    (["--output", "f.png", "--min-visits", "-1"], "--min-visits must be 0 or more, got -1"),
+    (["--output", "F.PDF", "--export-results", "e.jsonl", "--edges", "1,2"], None),
+])
+def test_check_args_names_the_first_problem(extra, problem):
+    from cfl_lightning.cli.analyze import check_args
+
+    found = check_args(_parsed("runs", *extra))
+    assert found == problem if problem is None else found.startswith(problem), found

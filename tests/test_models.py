@@ -279,3 +279,75 @@ def test_test_logs_decomposed_contributions(parity_batches, tmp_path):
         sum(metrics[f"kl/state/{q}"] for q in dm.pfsa.states), rel=1e-4)
     assert model.test_kl_result is not None
     assert count_parameters(model) == model.num_parameters
+
+
+# --------------------------------------------------------------------------- shared arguments
+
+# LanguageModel's own signature is the one place of these; the subclasses pass them on
+TRAINING_ARGS = {"dropout": 0.1, "lr": 0.01, "lr_factor": 0.5, "lr_patience": 5, "loss": "kl"}
+
+
+def _signature(cls):
+    import inspect
+
+    return inspect.signature(cls.__init__).parameters
+
+
+@pytest.mark.parametrize("cls", ARCHS)
+def test_shared_training_arguments_are_declared_once(cls):
+    """The subclasses name none of the shared training arguments: they forward ``**training``."""
+    import inspect
+
+    assert not set(TRAINING_ARGS) & set(_signature(cls))
+    assert [p.kind for p in _signature(cls).values()][-1] is inspect.Parameter.VAR_KEYWORD
+    base = _signature(LanguageModel)
+    assert {name: base[name].default for name in TRAINING_ARGS} == TRAINING_ARGS
+
+
+@pytest.mark.parametrize("cls", ARCHS)
+def test_the_cli_sees_every_model_argument_typed_with_its_default(cls):
+    """jsonargparse follows ``super().__init__(..., **training)``: ``model.init_args.*`` keeps
+    every key, typed, with the base's default, in the order the explicit signatures had."""
+    from jsonargparse import ArgumentParser
+
+    parser = ArgumentParser(exit_on_error=False)
+    parser.add_class_arguments(cls, "model")
+    defaults = vars(parser.get_defaults().model)
+    own = [name for name in _signature(cls) if name not in ("self", "training")]
+    assert list(defaults) == [*own, *TRAINING_ARGS]
+    assert {k: defaults[k] for k in TRAINING_ARGS} == TRAINING_ARGS
+    parsed = parser.parse_args(["--model.lr_patience", "3", "--model.dropout", "0.25"])
+    assert (parsed.model.lr_patience, parsed.model.dropout) == (3, 0.25)
+    with pytest.raises(Exception, match="lr_patience"):  # typed: an int
+        parser.parse_args(["--model.lr_patience", "three"])
+    with pytest.raises(Exception, match="loss"):  # a Literal
+        parser.parse_args(["--model.loss", "mse"])
+
+
+@pytest.mark.parametrize("cls", ARCHS)
+def test_hparams_hold_every_argument_in_signature_order(cls):
+    """Defaults of the forwarded arguments are saved too (a checkpoint rebuilds the same model)."""
+    model = cls(num_symbols=3, param_budget=5_000, lr=0.02, dropout=0.2)
+    own = {name: _signature(cls)[name].default for name in _signature(cls)
+           if name not in ("self", "training")}
+    expected = {**own, "num_symbols": 3, "param_budget": 5_000,
+                **TRAINING_ARGS, "lr": 0.02, "dropout": 0.2}
+    assert list(model.hparams.items()) == list(expected.items())
+    assert model.hparams_initial == expected and model.dropout_p == 0.2
+    assert {m.p for m in model.modules() if isinstance(m, nn.Dropout)} == {0.2}
+    with pytest.raises(TypeError, match="unexpected keyword argument 'learning_rate'"):
+        cls(learning_rate=0.1)
+
+
+def test_hparams_completion_is_needed():
+    """Negative control: Lightning alone saves only the forwarded arguments that were given."""
+    model = LSTMLanguageModel(num_symbols=3, param_budget=5_000, lr=0.02)
+    model._hparams.pop("lr_patience")
+    model._add_shared_defaults()
+    assert model.hparams["lr_patience"] == 5 and list(model.hparams)[-1] == "loss"
+
+    class Bare(LSTMLanguageModel):
+        def _add_shared_defaults(self):
+            pass
+
+    assert "lr_patience" not in Bare(num_symbols=3, param_budget=5_000).hparams

@@ -412,6 +412,27 @@ def test_bad_arguments_exit_2(tmp_path, capsys):
     assert code == 2 and "positive integer" in err
 
 
+@pytest.mark.parametrize("text,value", [("1", 1), ("12", 12), ("0", None), ("-3", None),
+                                        ("x", None), ("1.5", None)])
+def test_positive_type_is_shared_by_sweep_and_stratify(text, value):
+    """One ``positive_type`` (cli/common.py) for every positive count of both commands."""
+    import argparse
+
+    from cfl_lightning.cli import common, stratify, sweep
+
+    if value is None:
+        with pytest.raises(argparse.ArgumentTypeError, match="expected a positive integer"):
+            common.positive_type(text)
+    else:
+        assert common.positive_type(text) == value
+    for command, options in ((sweep, {"--parallel", "--limit", "--threads", "--max-points",
+                                       "--ensemble"}),
+                             (stratify, {"--parallel", "--max-points"})):
+        types = {a.option_strings[0]: a.type for a in command.build_parser()._actions
+                 if a.option_strings}
+        assert {o for o, t in types.items() if t is common.positive_type} >= options
+
+
 @pytest.mark.slow
 def test_sweep_command_imports_no_lightning_or_wandb():
     code = (

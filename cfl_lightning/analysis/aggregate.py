@@ -381,36 +381,147 @@ def aggregate(
             missing[curve_key(r)] += 1
         else:
             usable.append(r)
-    causal: dict[tuple, list[float]] = defaultdict(list)
-    corr: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
-    alo_events = {r.event for r in usable if r.setting == "causal_at_least_once"}
-    # a correlational curve on the occurrences axis where causal runs of the target are drawn on
-    # it, or where no causal run of the target is given (a correlational-only analysis)
-    causal_events = {r.event for r in usable if r.setting != "correlational"}
-    occurrence_events = {
-        r.event
-        for r in usable
-        if r.setting != "correlational" and X_KIND.get(r.setting, "occurrences") == "occurrences"
-    }
-    values_of: dict[str, list[float]] = defaultdict(list)
-    for r in usable:
-        value = _metric(r, metric)
-        values_of[r.event].append(value)
-        if r.setting == "correlational":
-            on_occurrences = r.event in occurrence_events or r.event not in causal_events
-            if r.realized_count is not None and on_occurrences:
-                corr[(r.event, r.model, "correlational", r.num_strings)].append(
-                    (r.realized_count, value)
-                )
-            if r.realized_strings is not None and r.event in alo_events:
-                corr[(r.event, r.model, "correlational_strings", r.num_strings)].append(
-                    (r.realized_strings, value)
-                )
-        elif r.count is not None:
-            causal[(r.event, r.model, r.setting, r.num_strings, r.count)].append(value)
-    kinds = {event: gap_kind(metric, event, values) for event, values in values_of.items()}
+    points = _Points.of(usable, metric)
+    rows_of = _RowMaker(metric, split.excluded, dict(missing))
+    rows = _causal_rows(points, rows_of) + _binned_rows(points, rows_of, bins, binning, edges)
+    rows.sort(key=lambda r: (r.target, r.model, r.setting, r.num_strings or 0, r.x))
+    return rows
 
-    def row(event, model, setting, k, x, lo, hi, values, x_median, gap=None) -> CurveRow:
+
+# --------------------------------------------------------------------------- reading
+
+
+@dataclass(frozen=True)
+class _Points:
+    """The usable runs' values, read into the curves they feed.
+
+    ``causal``: ``(event, model, setting, num_strings, count) -> [values]``; ``corr``:
+    ``(event, model, "correlational" | "correlational_strings", num_strings) -> [(x, value)]``
+    (x: the realized count, or the realized strings on the strings axis); ``kinds``: each
+    event's :func:`gap_kind` over all its values.
+    """
+
+    causal: dict[tuple, list[float]]
+    corr: dict[tuple, list[tuple[float, float]]]
+    kinds: dict[str, str]
+
+    @classmethod
+    def of(cls, usable: Sequence[RunRecord], metric: str) -> _Points:
+        """Read the runs, each with a value of ``metric``.
+
+        A correlational run goes on the occurrences axis where causal runs of its target are
+        drawn on it, or where no causal run of the target is given (a correlational-only
+        analysis); on the strings axis where the target has at-least-once runs.
+        """
+        causal: dict[tuple, list[float]] = defaultdict(list)
+        corr: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
+        alo_events = {r.event for r in usable if r.setting == "causal_at_least_once"}
+        causal_events = {r.event for r in usable if r.setting != "correlational"}
+        occurrence_events = {
+            r.event
+            for r in usable
+            if r.setting != "correlational"
+            and X_KIND.get(r.setting, "occurrences") == "occurrences"
+        }
+        values_of: dict[str, list[float]] = defaultdict(list)
+        for r in usable:
+            value = _metric(r, metric)
+            values_of[r.event].append(value)
+            if r.setting == "correlational":
+                on_occurrences = r.event in occurrence_events or r.event not in causal_events
+                if r.realized_count is not None and on_occurrences:
+                    corr[(r.event, r.model, "correlational", r.num_strings)].append(
+                        (r.realized_count, value)
+                    )
+                if r.realized_strings is not None and r.event in alo_events:
+                    corr[(r.event, r.model, "correlational_strings", r.num_strings)].append(
+                        (r.realized_strings, value)
+                    )
+            elif r.count is not None:
+                causal[(r.event, r.model, r.setting, r.num_strings, r.count)].append(value)
+        kinds = {event: gap_kind(metric, event, values) for event, values in values_of.items()}
+        return cls(dict(causal), dict(corr), kinds)
+
+
+# --------------------------------------------------------------------------- binning
+
+
+def _causal_rows(points: _Points, rows_of: _RowMaker) -> list[CurveRow]:
+    """One row per causal count, with the gap to the correlational runs near it."""
+    rows = []
+    for (event, model, setting, k, count), values in points.causal.items():
+        axis = "correlational_strings" if X_KIND.get(setting) == "strings" else "correlational"
+        near = _near(points.corr.get((event, model, axis, k), ()), count)
+        gap = gap_interval(values, near, points.kinds[event]) if near else None
+        x = float(count)
+        rows.append(rows_of(event, model, setting, k, x, x, x, values, x, gap))
+    return rows
+
+
+def _binned_rows(
+    points: _Points,
+    rows_of: _RowMaker,
+    bins: int,
+    binning: str,
+    edges: Sequence[float] | None,
+) -> list[CurveRow]:
+    """One row per non-empty bin of each correlational curve: at the bin's mean x, spanning
+    its edges, with its median x (see :func:`aggregate` for ``edges``)."""
+    rows = []
+    for (event, model, setting, k), pairs in points.corr.items():
+        x = np.array([p[0] for p in pairs], dtype=float)
+        y = np.array([p[1] for p in pairs], dtype=float)
+        bounds = bin_edges(x, bins, binning) if edges is None else np.asarray(edges, float)
+        index = _assign(x, bounds)
+        inside = (x >= bounds[0]) & (x < bounds[-1]) if edges is not None else True
+        for b in range(len(bounds) - 1):
+            members = (index == b) & inside
+            if not members.any():
+                continue
+            rows.append(
+                rows_of(
+                    event,
+                    model,
+                    setting,
+                    k,
+                    float(x[members].mean()),
+                    float(bounds[b]),
+                    float(bounds[b + 1]),
+                    y[members].tolist(),
+                    float(np.median(x[members])),
+                )
+            )
+    return rows
+
+
+# --------------------------------------------------------------------------- statistics
+
+
+@dataclass(frozen=True)
+class _RowMaker:
+    """Builds a :class:`CurveRow` from a point's values: mean, SEM, 95% interval, the gap, and
+    the curve's counts of runs left out (``excluded`` below --min-visits, ``no_value``), per
+    :func:`curve_key`."""
+
+    metric: str
+    excluded: dict[tuple, int]
+    no_value: dict[tuple, int]
+
+    def __call__(
+        self,
+        event: str,
+        model: str,
+        setting: str,
+        k: int | None,
+        x: float,
+        lo: float,
+        hi: float,
+        values: Sequence[float],
+        x_median: float,
+        gap: Any = None,
+    ) -> CurveRow:
+        """The row of one point; ``gap`` is a :func:`~cfl_lightning.analysis.stats.gap_interval`
+        result or None."""
         key = (event, model, "correlational" if setting.startswith("correlational") else setting, k)
         low, high = t_interval(values)
         gaps = {}
@@ -432,48 +543,15 @@ def aggregate(
             lo,
             hi,
             *mean_sem(values),
-            metric=metric,
-            quantity=quantity_name(metric, event),
-            excluded_min_visits=split.excluded.get(key, 0),
-            no_value=missing.get(key, 0),
+            metric=self.metric,
+            quantity=quantity_name(self.metric, event),
+            excluded_min_visits=self.excluded.get(key, 0),
+            no_value=self.no_value.get(key, 0),
             ci_low=low,
             ci_high=high,
             x_median=x_median,
             **gaps,
         )
-
-    rows = []
-    for (event, model, setting, k, count), values in causal.items():
-        axis = "correlational_strings" if X_KIND.get(setting) == "strings" else "correlational"
-        near = _near(corr.get((event, model, axis, k), ()), count)
-        gap = gap_interval(values, near, kinds[event]) if near else None
-        x = float(count)
-        rows.append(row(event, model, setting, k, x, x, x, values, x, gap))
-    for (event, model, setting, k), pairs in corr.items():
-        x = np.array([p[0] for p in pairs], dtype=float)
-        y = np.array([p[1] for p in pairs], dtype=float)
-        bounds = bin_edges(x, bins, binning) if edges is None else np.asarray(edges, float)
-        index = _assign(x, bounds)
-        inside = (x >= bounds[0]) & (x < bounds[-1]) if edges is not None else True
-        for b in range(len(bounds) - 1):
-            members = (index == b) & inside
-            if not members.any():
-                continue
-            rows.append(
-                row(
-                    event,
-                    model,
-                    setting,
-                    k,
-                    float(x[members].mean()),
-                    float(bounds[b]),
-                    float(bounds[b + 1]),
-                    y[members].tolist(),
-                    float(np.median(x[members])),
-                )
-            )
-    rows.sort(key=lambda r: (r.target, r.model, r.setting, r.num_strings or 0, r.x))
-    return rows
 
 
 def write_table(rows: Sequence[CurveRow], path: str | os.PathLike) -> None:

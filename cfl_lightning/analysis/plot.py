@@ -25,6 +25,7 @@ import os
 import re
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -161,120 +162,219 @@ def plot_curves(
     :func:`y_scale`. Points with a non-finite x or mean are not drawn (:func:`undrawable`
     counts them). Returns the path.
     """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
     path = Path(path)
     fmt = path.suffix.lstrip(".").lower()
     if fmt not in FORMATS:
         raise ValueError(f"unsupported figure format {fmt!r}; use one of {FORMATS}")
     if not rows:
         raise ValueError("nothing to plot")
-    panels = sorted(
-        {(r.x_kind, r.target) for r in rows},
-        key=lambda p: (_X_ORDER.get(p[0], 9), _natural(p[1])),
-    )
     models = sorted({r.model for r in rows})
-    # each x axis (occurrences, strings) starts a new row of panels
-    groups = [[p for p in panels if p[0] == kind] for kind in dict.fromkeys(p[0] for p in panels)]
-    ncols = max(1, min(columns, max(len(g) for g in groups)))
-    slots = [(row, col) for row, col, _ in _layout(groups, ncols)]
-    nrows = max(row for row, _ in slots) + 1
-    panels = [p for _, _, p in _layout(groups, ncols)]
-    panel_at = {(row, col): p for row, col, p in _layout(groups, ncols)}
-    # one legend column per model (entries fill column-wise: each column one architecture)
-    legend_cols = max(1, min(len(models), 4))
-    width = max(3.9 * ncols, 3.0 * legend_cols)
-    fig = Figure(
-        figsize=(
-            width,
-            3.2 * nrows + 0.35 + 0.22 * _legend_rows(rows, models)
-            + 0.16 * (1 + correlational_in_both_rows(rows)),
-        ),
-        layout="constrained",
-    )
-    FigureCanvasAgg(fig)
-    axes = fig.subplots(nrows, ncols, squeeze=False)
+    grid = _Grid.of(rows, columns)
+    fig, axes = _figure(rows, models, grid)
     handles: dict[tuple, tuple[str, object]] = {}
-    for i, (x_kind, target) in enumerate(panels):
-        ax = axes[slots[i][0]][slots[i][1]]
-        curves: dict[tuple, list[CurveRow]] = defaultdict(list)
-        for r in rows:
-            if r.x_kind == x_kind and r.target == target:
-                curves[(r.model, r.setting, r.num_strings)].append(r)
-        sizes = defaultdict(set)
-        for _, setting, k in curves:
-            sizes[setting].add(k)
-        means = np.array([r.mean for c in curves.values() for r in c], dtype=float)
-        scale, linthresh = y_scale(means.tolist())
-        floor = _log_floor(curves.values()) if scale == "log" else None
-        for (model, setting, k), points in sorted(curves.items(), key=_curve_order(models)):
-            points.sort(key=lambda r: r.x)
-            color = _color(model, models)
-            label = f"{model_label(model)}, {SETTING_LABELS.get(setting, setting)}"
-            if len(sizes[setting]) > 1 and k is not None:
-                label += f", {k} strings"
-            handle = _draw_curve(ax, points, setting, color, floor, logx)
-            order = _SETTING_ORDER.index(setting) if setting in _SETTING_ORDER else 99
-            handles.setdefault((models.index(model), order, k or 0, label), (label, handle))
-        suffix = " (strings containing it)" if x_kind == "strings" else ""
-        ax.set_title(target_title(target) + suffix, fontsize=11)
-        ax.set_xlabel(X_LABELS.get(x_kind, x_kind), fontsize=9)
-        ylabel = metric_label(metric, target)
-        left = panel_at.get((slots[i][0], slots[i][1] - 1))
-        if left is None or metric_label(metric, left[1]) != ylabel:
-            ax.set_ylabel(ylabel, fontsize=9)
-        if scale == "log":
-            _log_y(ax)
-            if floor is not None:
-                ax.set_ylim(bottom=floor)
-        else:
-            if scale == "symlog":
-                ax.set_yscale("symlog", linthresh=linthresh)
-            ax.axhline(0.0, color="0.5", linewidth=0.8, zorder=0)
-        if not np.isfinite(means).any():
-            ax.text(
-                0.5,
-                0.5,
-                "no finite values",
-                ha="center",
-                va="center",
-                transform=ax.transAxes,
-                fontsize=9,
-                color="0.4",
-            )
-        if logx:
-            xs = np.array([_x_position(r, True) for c in curves.values() for r in c], dtype=float)
-            if xs.size and np.nanmin(xs) > 0:
-                counts = sorted({r.x for c in curves.values() for r in c if _is_causal(r)})
-                _log_x(ax, counts)
-            else:  # a zero count: linear up to 1, logarithmic beyond, nothing below 0
-                ax.set_xscale("symlog", linthresh=1.0)
-                ax.set_xlim(left=0)
-        ax.grid(True, which="major", alpha=0.3)
-        ax.tick_params(which="both", labelsize=_TICK_FONT)
-    for row in range(nrows):
-        for col in range(ncols):
-            if (row, col) not in slots:
+    for row, col, (x_kind, target) in grid.placed:
+        curves = _panel_curves(rows, x_kind, target)
+        left = grid.panel_at(row, col - 1)
+        _draw_panel(axes[row][col], curves, models, handles, logx=logx)
+        _panel_axes(axes[row][col], x_kind, target, curves, metric=metric, logx=logx,
+                    left_target=None if left is None else left[1])
+    _legend(fig, rows, models, handles)
+    if title:
+        fig.suptitle(title, fontsize=12)
+    _save(fig, path, fmt, dpi)
+    return path
+
+
+# --------------------------------------------------------------------------- layout
+
+
+@dataclass(frozen=True)
+class _Grid:
+    """Where the panels go: ``(row, column, (x_kind, target))`` each, in drawing order."""
+
+    placed: list[tuple[int, int, tuple[str, str]]]
+    nrows: int
+    ncols: int
+
+    @classmethod
+    def of(cls, rows: Sequence[CurveRow], columns: int) -> _Grid:
+        """One panel per (x axis, target), targets in natural order; each x axis (occurrences,
+        strings) starts a new row of at most ``columns`` panels."""
+        panels = sorted(
+            {(r.x_kind, r.target) for r in rows},
+            key=lambda p: (_X_ORDER.get(p[0], 9), _natural(p[1])),
+        )
+        kinds = dict.fromkeys(p[0] for p in panels)
+        groups = [[p for p in panels if p[0] == kind] for kind in kinds]
+        ncols = max(1, min(columns, max(len(g) for g in groups)))
+        placed = _layout(groups, ncols)
+        return cls(placed, max(row for row, _, _ in placed) + 1, ncols)
+
+    def panel_at(self, row: int, col: int) -> tuple[str, str] | None:
+        """The panel at ``(row, col)``, or None where there is none."""
+        return next((p for r, c, p in self.placed if (r, c) == (row, col)), None)
+
+
+def _legend_columns(models: Sequence[str]) -> int:
+    """One legend column per model (entries fill column-wise: each column one architecture)."""
+    return max(1, min(len(models), 4))
+
+
+def _figure(rows: Sequence[CurveRow], models: Sequence[str], grid: _Grid) -> tuple[object, list]:
+    """The figure (sized for its panels and legend, on an Agg canvas) and its ``[nrows][ncols]``
+    axes; slots without a panel are hidden."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    width = max(3.9 * grid.ncols, 3.0 * _legend_columns(models))
+    height = (
+        3.2 * grid.nrows + 0.35 + 0.22 * _legend_rows(rows, models)
+        + 0.16 * (1 + correlational_in_both_rows(rows))
+    )
+    fig = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(grid.nrows, grid.ncols, squeeze=False)
+    used = {(row, col) for row, col, _ in grid.placed}
+    for row in range(grid.nrows):
+        for col in range(grid.ncols):
+            if (row, col) not in used:
                 axes[row][col].set_visible(False)
+    return fig, axes
+
+
+# --------------------------------------------------------------------------- style
+
+
+def _panel_curves(
+    rows: Sequence[CurveRow], x_kind: str, target: str
+) -> dict[tuple, list[CurveRow]]:
+    """The panel's rows per curve ``(model, setting, num_strings)``."""
+    curves: dict[tuple, list[CurveRow]] = defaultdict(list)
+    for r in rows:
+        if r.x_kind == x_kind and r.target == target:
+            curves[(r.model, r.setting, r.num_strings)].append(r)
+    return curves
+
+
+def _panel_means(curves: dict[tuple, list[CurveRow]]) -> np.ndarray:
+    return np.array([r.mean for c in curves.values() for r in c], dtype=float)
+
+
+def _draw_panel(
+    ax: object,
+    curves: dict[tuple, list[CurveRow]],
+    models: Sequence[str],
+    handles: dict[tuple, tuple[str, object]],
+    *,
+    logx: bool,
+) -> None:
+    """Draw a panel's curves, one colour per model, in (model, setting) order; add their
+    legend entries to ``handles``. Points are sorted by x in place."""
+    sizes = defaultdict(set)
+    for _, setting, k in curves:
+        sizes[setting].add(k)
+    scale, _ = y_scale(_panel_means(curves).tolist())
+    floor = _log_floor(curves.values()) if scale == "log" else None
+    for (model, setting, k), points in sorted(curves.items(), key=_curve_order(models)):
+        points.sort(key=lambda r: r.x)
+        color = _color(model, models)
+        label = f"{model_label(model)}, {SETTING_LABELS.get(setting, setting)}"
+        if len(sizes[setting]) > 1 and k is not None:
+            label += f", {k} strings"
+        handle = _draw_curve(ax, points, setting, color, floor, logx)
+        order = _SETTING_ORDER.index(setting) if setting in _SETTING_ORDER else 99
+        handles.setdefault((models.index(model), order, k or 0, label), (label, handle))
+
+
+def _legend(
+    fig: object,
+    rows: Sequence[CurveRow],
+    models: Sequence[str],
+    handles: dict[tuple, tuple[str, object]],
+) -> None:
+    """The figure's legend below the panels: one entry per label, in (model, setting) order,
+    titled with the notes on the conventions."""
     entries = list(
         {handles[key][0]: handles[key] for key in sorted(handles, reverse=True)}.values()
     )
-    entries.reverse()  # one entry per label, in (model, setting) order
+    entries.reverse()
     fig.legend(
         [e[1] for e in entries],
         [e[0] for e in entries],
         loc="outside lower center",
-        ncol=legend_cols,
+        ncol=_legend_columns(models),
         fontsize=9,
         frameon=False,
         title="\n".join([NOTE] + ([BOTH_ROWS_NOTE] if correlational_in_both_rows(rows) else [])),
         title_fontsize=8,
     )
-    if title:
-        fig.suptitle(title, fontsize=12)
-    _save(fig, path, fmt, dpi)
-    return path
+
+
+# --------------------------------------------------------------------------- axes
+
+
+def _panel_axes(
+    ax: object,
+    x_kind: str,
+    target: str,
+    curves: dict[tuple, list[CurveRow]],
+    *,
+    metric: str,
+    logx: bool,
+    left_target: str | None,
+) -> None:
+    """A panel's title, axis labels (no y label where the panel to the left has the same),
+    y scale (:func:`y_scale`) and x scale."""
+    suffix = " (strings containing it)" if x_kind == "strings" else ""
+    ax.set_title(target_title(target) + suffix, fontsize=11)
+    ax.set_xlabel(X_LABELS.get(x_kind, x_kind), fontsize=9)
+    ylabel = metric_label(metric, target)
+    if left_target is None or metric_label(metric, left_target) != ylabel:
+        ax.set_ylabel(ylabel, fontsize=9)
+    _y_axis(ax, curves)
+    if logx:
+        _x_axis_log(ax, curves)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.tick_params(which="both", labelsize=_TICK_FONT)
+
+
+def _y_axis(ax: object, curves: dict[tuple, list[CurveRow]]) -> None:
+    """Log (down to :func:`_log_floor`), symmetric-log or linear with a zero line; a note in a
+    panel without a finite value."""
+    means = _panel_means(curves)
+    scale, linthresh = y_scale(means.tolist())
+    if scale == "log":
+        _log_y(ax)
+        floor = _log_floor(curves.values())
+        if floor is not None:
+            ax.set_ylim(bottom=floor)
+    else:
+        if scale == "symlog":
+            ax.set_yscale("symlog", linthresh=linthresh)
+        ax.axhline(0.0, color="0.5", linewidth=0.8, zorder=0)
+    if not np.isfinite(means).any():
+        ax.text(
+            0.5,
+            0.5,
+            "no finite values",
+            ha="center",
+            va="center",
+            transform=ax.transAxes,
+            fontsize=9,
+            color="0.4",
+        )
+
+
+def _x_axis_log(ax: object, curves: dict[tuple, list[CurveRow]]) -> None:
+    """``--logx``: a log axis labelled at the causal counts, or, with a zero count, linear up to
+    1 and logarithmic beyond, nothing below 0."""
+    xs = np.array([_x_position(r, True) for c in curves.values() for r in c], dtype=float)
+    if xs.size and np.nanmin(xs) > 0:
+        counts = sorted({r.x for c in curves.values() for r in c if _is_causal(r)})
+        _log_x(ax, counts)
+    else:
+        ax.set_xscale("symlog", linthresh=1.0)
+        ax.set_xlim(left=0)
 
 
 _FLOOR_DECADES = 1.0  # a log y axis reaches at most this far below the panel's smallest mean
@@ -330,12 +430,37 @@ def _draw_curve(
     style, marker, alpha = _STYLE.get(setting, ("--", "x", 0.10))
     x = np.array([_x_position(r, logx) for r in points], dtype=float)
     y = np.array([r.mean for r in points], dtype=float)
+    n = np.array([r.n for r in points])
+    ax.plot(x, y, linestyle=style, color=color, linewidth=1.6)
+    _draw_intervals(ax, points, x, y, color, alpha, floor)
+    size = 4.5 if marker != "D" else 3.5
+    _draw_markers(ax, x, y, n >= HOLLOW_BELOW, marker, color, size)
+    offset = (3, 3) if _is_causal(points[0]) else (3, -8)
+    for xi, yi, ni in zip(x, y, n):
+        if math.isfinite(xi) and math.isfinite(yi):
+            ax.annotate(
+                str(ni), (xi, yi), xytext=offset, textcoords="offset points", fontsize=6,
+                color=color,
+            )
+    return Line2D([], [], linestyle=style, marker=marker, color=color, markersize=size)
+
+
+def _draw_intervals(
+    ax: object,
+    points: Sequence[CurveRow],
+    x: np.ndarray,
+    y: np.ndarray,
+    color: str,
+    alpha: float,
+    floor: float | None,
+) -> None:
+    """The 95% intervals of ``points`` drawn at ``[K]`` positions ``x``, ``y``: a band (when
+    ``alpha``) and vertical bars; a correlational bin's x extent as a horizontal bar. On a log
+    axis (``floor`` given) an interval reaching zero or below ends at the floor."""
     low = np.array([r.ci_low for r in points], dtype=float)
     high = np.array([r.ci_high for r in points], dtype=float)
-    n = np.array([r.n for r in points])
-    if floor is not None:  # on a log axis an interval reaching zero or below ends at the floor
+    if floor is not None:
         low = np.where(low > 0, low, floor)
-    ax.plot(x, y, linestyle=style, color=color, linewidth=1.6)
     if alpha:
         ax.fill_between(x, low, high, color=color, alpha=alpha, linewidth=0)
     has = np.isfinite(low) & np.isfinite(high) & np.isfinite(y)
@@ -363,8 +488,13 @@ def _draw_curve(
             capsize=2,
             alpha=0.5,
         )
-    size = 4.5 if marker != "D" else 3.5
-    solid = n >= HOLLOW_BELOW
+
+
+def _draw_markers(
+    ax: object, x: np.ndarray, y: np.ndarray, solid: np.ndarray, marker: str, color: str,
+    size: float,
+) -> None:
+    """Markers at ``[K]`` points: filled where ``solid``, hollow (white face) elsewhere."""
     ax.plot(x[solid], y[solid], linestyle="none", marker=marker, color=color, markersize=size)
     ax.plot(
         x[~solid],
@@ -375,14 +505,6 @@ def _draw_curve(
         markerfacecolor="white",
         markeredgecolor=color,
     )
-    offset = (3, 3) if _is_causal(points[0]) else (3, -8)
-    for xi, yi, ni in zip(x, y, n):
-        if math.isfinite(xi) and math.isfinite(yi):
-            ax.annotate(
-                str(ni), (xi, yi), xytext=offset, textcoords="offset points", fontsize=6,
-                color=color,
-            )
-    return Line2D([], [], linestyle=style, marker=marker, color=color, markersize=size)
 
 
 def _layout(groups: Sequence[Sequence[tuple]], ncols: int) -> list[tuple[int, int, tuple]]:

@@ -40,6 +40,7 @@ the export with the same ``--target`` options gives the same CSV as analysing th
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import sys
@@ -47,7 +48,7 @@ from pathlib import Path
 
 from cfl_lightning.cli.common import ArgumentParser, command_args, edges_type, run_command
 
-__all__ = ["main", "build_parser", "input_kind", "gap_table"]
+__all__ = ["main", "build_parser", "check_args", "analyze", "input_kind", "gap_table"]
 
 PROG = "python -m cfl_lightning analyze"
 METRICS = ("kl_target", "kl_target_unweighted", "kl_total")
@@ -67,6 +68,20 @@ def build_parser() -> ArgumentParser:
             "over automata and the causal/correlational gap."
         ),
     )
+    _add_input_arguments(parser)
+    _add_curve_arguments(parser)
+    parser.add_argument(
+        "--logx",
+        action="store_true",
+        help="logarithmic x axis (ticks at the causal counts; bins at their median count)",
+    )
+    parser.add_argument("--title", help="figure title")
+    parser.add_argument("--columns", type=int, default=4, help="panels per row (default 4)")
+    return parser
+
+
+def _add_input_arguments(parser: ArgumentParser) -> None:
+    """What is read and written: the inputs, --output, --export-results, --target."""
     parser.add_argument(
         "inputs",
         nargs="+",
@@ -93,6 +108,10 @@ def build_parser() -> ArgumentParser:
         metavar="EVENT",
         help="target event, e.g. state:odd (repeatable; default: the causal runs' targets)",
     )
+
+
+def _add_curve_arguments(parser: ArgumentParser) -> None:
+    """What the curves show: --metric, --min-visits and the correlational bins."""
     parser.add_argument(
         "--metric",
         choices=METRICS,
@@ -122,14 +141,6 @@ def build_parser() -> ArgumentParser:
     parser.add_argument(
         "--binning", choices=BINNINGS, default="quantile", help="correlational bins' edges"
     )
-    parser.add_argument(
-        "--logx",
-        action="store_true",
-        help="logarithmic x axis (ticks at the causal counts; bins at their median count)",
-    )
-    parser.add_argument("--title", help="figure title")
-    parser.add_argument("--columns", type=int, default=4, help="panels per row (default 4)")
-    return parser
 
 
 def _sweep_path(text: str) -> str | None:
@@ -176,50 +187,67 @@ def main(argv: list[str] | None = None) -> int:
     argv = command_args(argv, "analyze")
     parser = build_parser()
     args = parser.parse_args(argv)
+    problem = check_args(args)
+    if problem:
+        parser.error(problem)
+    return run_command(lambda: analyze(args), PROG)
+
+
+def check_args(args: argparse.Namespace) -> str | None:
+    """The first problem with parsed ``analyze`` arguments (a usage error), or None."""
     if args.output is None and args.export_results is None:
-        parser.error("give --output FIGURE, --export-results OUT.jsonl, or both")
-    output = None if args.output is None else Path(args.output)
-    if output is not None and output.suffix.lstrip(".").lower() not in FORMATS:
-        parser.error(f"--output must end in .png, .pdf or .svg, got {args.output!r}")
+        return "give --output FIGURE, --export-results OUT.jsonl, or both"
+    if args.output is not None and Path(args.output).suffix.lstrip(".").lower() not in FORMATS:
+        return f"--output must end in .png, .pdf or .svg, got {args.output!r}"
     if args.export_results is not None and not args.export_results.endswith(".jsonl"):
-        parser.error(f"--export-results must end in .jsonl, got {args.export_results!r}")
+        return f"--export-results must end in .jsonl, got {args.export_results!r}"
     if args.bins < 1:
-        parser.error(f"--bins must be positive, got {args.bins}")
+        return f"--bins must be positive, got {args.bins}"
     if args.edges is not None and (
         len(args.edges) < 2 or any(not b > a for a, b in zip(args.edges, args.edges[1:]))
     ):
-        parser.error(f"--edges must be at least two strictly increasing numbers, got {args.edges}")
+        return f"--edges must be at least two strictly increasing numbers, got {args.edges}"
     if args.columns < 1:
-        parser.error(f"--columns must be positive, got {args.columns}")
+        return f"--columns must be positive, got {args.columns}"
     if args.min_visits < 0:
-        parser.error(f"--min-visits must be 0 or more, got {args.min_visits}")
+        return f"--min-visits must be 0 or more, got {args.min_visits}"
+    return None
 
-    def body() -> int:
-        from cfl_lightning.analysis.aggregate import default_targets, expand_correlational
-        from cfl_lightning.errors import CflError
 
-        records, jsonl_inputs = _load(args.inputs)
-        if not records:
-            raise CflError(f"no results found in {' '.join(args.inputs)}")
-        targets = args.target or default_targets(records)
-        known = {r.event for r in records if r.event is not None}
-        for r in records:
-            known.update(r.occurrences or ())
-        unknown = [t for t in targets if t not in known]
-        if unknown:
-            raise CflError(
-                f"no runs about target {unknown[0]}; found: {', '.join(sorted(known)) or 'none'}"
-            )
-        # every check first: no output is written when the analysis is refused
-        expanded = expand_correlational(records, targets)
-        curves = _curves(expanded, targets, args) if output is not None else None
-        if args.export_results is not None:
-            _export(records, targets, args.export_results, jsonl_inputs)
-        if curves is not None:
-            _write(*curves, len(records), targets, output, args)
-        return 0
+def analyze(args: argparse.Namespace) -> int:
+    """Run the analysis of checked arguments (:func:`check_args`): read the inputs, then write
+    the export, the CSV and the figure; stderr says what was read and left out, stdout holds the
+    gap table. Every check comes first: nothing is written when the analysis is refused.
 
-    return run_command(body, PROG)
+    Returns:
+        0.
+
+    Raises:
+        CflError: no results, a target no run is about, or nothing to plot.
+    """
+    from cfl_lightning.analysis.aggregate import default_targets, expand_correlational
+    from cfl_lightning.errors import CflError
+
+    records, jsonl_inputs = _load(args.inputs)
+    if not records:
+        raise CflError(f"no results found in {' '.join(args.inputs)}")
+    targets = args.target or default_targets(records)
+    known = {r.event for r in records if r.event is not None}
+    for r in records:
+        known.update(r.occurrences or ())
+    unknown = [t for t in targets if t not in known]
+    if unknown:
+        raise CflError(
+            f"no runs about target {unknown[0]}; found: {', '.join(sorted(known)) or 'none'}"
+        )
+    output = None if args.output is None else Path(args.output)
+    expanded = expand_correlational(records, targets)
+    curves = _curves(expanded, targets, args) if output is not None else None
+    if args.export_results is not None:
+        _export(records, targets, args.export_results, jsonl_inputs)
+    if curves is not None:
+        _write(*curves, len(records), targets, output, args)
+    return 0
 
 
 def _load(inputs: list[str]) -> tuple[list, list[str]]:

@@ -13,6 +13,7 @@ __all__ = [
     "ArgumentParser",
     "command_args",
     "seed_type",
+    "positive_type",
     "probability_type",
     "edges_type",
 ]
@@ -28,23 +29,33 @@ class ArgumentParser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
+def _number(text: str, kind: type, expected: str) -> int | float:
+    """``kind(text)``, or an ``ArgumentTypeError`` saying ``expected ..., got 'text'``."""
+    try:
+        return kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+
+
 def seed_type(text: str) -> int:
     """An argparse type: an integer seed in ``0 .. 2**64 - 1``."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer seed, got {text!r}") from None
+    value = _number(text, int, "an integer seed")
     if not 0 <= value <= SEED_MAX:
         raise argparse.ArgumentTypeError(f"a seed must be in 0..2**64-1, got {text}")
     return value
 
 
+def positive_type(text: str) -> int:
+    """An argparse type: a positive integer (``1``, ``2``, ...)."""
+    value = _number(text, int, "a positive integer")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
 def probability_type(text: str) -> float:
     """An argparse type: a probability in ``[0, 1]``."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a probability, got {text!r}") from None
+    value = _number(text, float, "a probability")
     if not 0.0 <= value <= 1.0:  # also rejects nan
         raise argparse.ArgumentTypeError(f"a probability must be in [0, 1], got {text}")
     return value

@@ -27,20 +27,8 @@ __all__ = ["main", "build_parser"]
 PROG = "python -m cfl_lightning stratify"
 
 
-def _positive(text: str) -> int:
-    import argparse
-
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
-
-
 def build_parser() -> ArgumentParser:
-    from cfl_lightning.cli.common import seed_type
+    from cfl_lightning.cli.common import positive_type, seed_type
 
     parser = ArgumentParser(
         prog=PROG,
@@ -62,11 +50,11 @@ def build_parser() -> ArgumentParser:
         help="count total occurrences (default) or strings containing the event",
     )
     parser.add_argument(
-        "--parallel", "-j", type=_positive, default=1, metavar="J",
+        "--parallel", "-j", type=positive_type, default=1, metavar="J",
         help="processes building corpora at once",
     )
     parser.add_argument(
-        "--max-points", type=_positive, default=None, metavar="N",
+        "--max-points", type=positive_type, default=None, metavar="N",
         help="refuse grids with more points (default 100000)",
     )
     parser.add_argument(

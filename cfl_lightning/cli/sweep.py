@@ -34,23 +34,11 @@ from __future__ import annotations
 
 import sys
 
-from cfl_lightning.cli.common import ArgumentParser, command_args, run_command
+from cfl_lightning.cli.common import ArgumentParser, command_args, positive_type, run_command
 
 __all__ = ["main", "build_parser"]
 
 PROG = "python -m cfl_lightning sweep"
-
-
-def _positive(text: str) -> int:
-    import argparse
-
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
 
 
 def build_parser() -> ArgumentParser:
@@ -67,19 +55,19 @@ def build_parser() -> ArgumentParser:
         "--output", required=True, metavar="DIR", help="holds one directory per grid point"
     )
     parser.add_argument(
-        "--parallel", "-j", type=_positive, default=1, metavar="J", help="runs at a time"
+        "--parallel", "-j", type=positive_type, default=1, metavar="J", help="runs at a time"
     )
     parser.add_argument(
-        "--limit", type=_positive, metavar="N", help="run at most N of the pending points"
+        "--limit", type=positive_type, metavar="N", help="run at most N of the pending points"
     )
     parser.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
-    parser.add_argument("--threads", type=_positive, default=1, help="CPU threads per run")
+    parser.add_argument("--threads", type=positive_type, default=1, help="CPU threads per run")
     parser.add_argument(
-        "--max-points", type=_positive, default=None, metavar="N",
+        "--max-points", type=positive_type, default=None, metavar="N",
         help="refuse grids with more points (default 100000)",
     )
     parser.add_argument(
-        "--ensemble", type=_positive, default=None, metavar="M",
+        "--ensemble", type=positive_type, default=None, metavar="M",
         help="train points differing only in data.* and seed_everything together, up to M "
         "per process (one batched model; an interrupted job resumes from its checkpoint)",
     )

@@ -59,12 +59,10 @@ class StackedTransformer:
     ) -> Tensor:
         """``[M, R, L]`` packed token ids -> ``[M, R, L, S+1]`` log-probabilities.
 
-        Args:
-            w: ``[M, ...]`` stacked parameters named as in the model's state dict.
-            input_ids: ``[M, R, L]`` int64.
-            position: ``[M, R, L]`` position inside the string (sinusoidal encodings).
-            slot: ``[M, R, L]`` slot id inside the row (attention stays inside a slot).
-            training: apply dropout.
+        The arguments are :meth:`StackedLSTM.__call__
+        <cfl_lightning.ensemble.lstm.StackedLSTM.__call__>`'s (``w``, ``input_ids``,
+        ``training`` alike), except: ``position`` feeds the sinusoidal encodings, and ``slot``
+        (``[M, R, L]``, the slot id inside the row) keeps attention inside a slot.
         """
         members, rows, length = input_ids.shape
         p = self.dropout if training else 0.0

@@ -14,6 +14,7 @@ PAD ``S+2``; embeddings cover ``S+3`` ids, outputs are log-probabilities over ``
 
 from __future__ import annotations
 
+import copy
 import inspect
 import math
 from typing import Any, Literal
@@ -63,7 +64,20 @@ class LanguageModel(pl.LightningModule):
       ``kl_target_unweighted``.
 
     ``val/kl_per_string`` (:data:`MONITOR`) drives ``ReduceLROnPlateau``, early stopping and
-    checkpointing.
+    checkpointing. The LR is multiplied by ``lr_factor`` at the ``lr_patience``-th validation in
+    a row without a decrease of :data:`MONITOR` (the paper: "after 5 checkpoints with no
+    decrease"; torch's ``ReduceLROnPlateau`` counts one more, so it gets
+    ``patience=lr_patience - 1``). Any decrease counts as improvement (``threshold=0``, as for
+    early stopping's ``min_delta=0``).
+
+    This signature is the one place of the arguments every shipped model shares. A subclass
+    names its own arguments and the shared ones that lead its signature (``num_symbols``,
+    ``param_budget``, ``num_layers``: their documentation or default differ per architecture)
+    and passes the rest on as ``**training`` (``dropout``, ``lr``, ``lr_factor``,
+    ``lr_patience``, ``loss``); LightningCLI (jsonargparse) follows ``super().__init__(...,
+    **training)`` and shows them, typed and with these defaults and descriptions, as the
+    subclass's ``model.init_args.*``. :meth:`_finish_init` saves every argument, defaults
+    included, as hyperparameters in the subclass's signature order.
 
     Args:
         num_symbols: alphabet size ``|S|`` (the CLI links it from ``data.num_symbols``).
@@ -73,12 +87,8 @@ class LanguageModel(pl.LightningModule):
         dropout: dropout probability.
         lr: Adam learning rate.
         lr_factor: ``ReduceLROnPlateau`` factor.
-        lr_patience: the LR is multiplied by ``lr_factor`` at the ``lr_patience``-th validation
-            in a row without a decrease of :data:`MONITOR` (the paper: "after 5 checkpoints
-            with no decrease"; torch's ``ReduceLROnPlateau`` counts one more, so it gets
-            ``patience=lr_patience - 1``). Any decrease counts as improvement (``threshold=0``,
-            as for early stopping's ``min_delta=0``). At least 1.
-        loss: ``"kl"`` (KL to the automaton) or ``"ce"`` (next-symbol cross-entropy).
+        lr_patience: validation checks without improvement before reducing the LR.
+        loss: ``"kl"`` (KL to the automaton) or ``"ce"`` (cross-entropy).
     """
 
     #: the metrics the model logs itself (after every training epoch)
@@ -117,6 +127,7 @@ class LanguageModel(pl.LightningModule):
         self.vocab_size = self.num_symbols + 3  # symbols, EOS, BOS, PAD
         self.eos_id, self.bos_id, self.pad_id = num_symbols, num_symbols + 1, num_symbols + 2
         self.param_budget = int(param_budget)
+        self.dropout_p = dropout  # as given: the subclass's network takes it
         self.loss_name = loss
         if isinstance(lr_patience, bool) or int(lr_patience) < 1:
             raise ValueError(f"lr_patience must be >= 1, got {lr_patience}")
@@ -139,7 +150,39 @@ class LanguageModel(pl.LightningModule):
         self.num_parameters = count_parameters(self)
         caller = inspect.currentframe()
         self.save_hyperparameters(frame=caller.f_back if caller is not None else None)
+        self._add_shared_defaults()
         self.size_summary: dict[str, int] = {**sizes, "num_parameters": self.num_parameters}
+
+    def _add_shared_defaults(self) -> None:
+        """Complete ``hparams`` with the shared arguments a subclass left to their defaults.
+
+        A subclass passes the shared arguments on as ``**training``, so the frame that
+        :meth:`save_hyperparameters` reads holds only those given. The missing ones are added at
+        :class:`LanguageModel`'s defaults, every key in the order of the subclass's signature
+        followed by ours (the order the keys had when each subclass listed them all). Under
+        LightningCLI the hyperparameters are the parsed ``init_args`` (all of them): kept as
+        they are.
+        """
+        shared = {
+            name: parameter.default
+            for name, parameter in inspect.signature(LanguageModel.__init__).parameters.items()
+            if parameter.default is not inspect.Parameter.empty
+        }
+        given = dict(self.hparams)
+        if all(name in given for name in shared):
+            return
+        own = [
+            name
+            for name, parameter in inspect.signature(type(self).__init__).parameters.items()
+            if parameter.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD and name in given
+        ]
+        ordered = {name: given.pop(name) for name in own}
+        for name, default in shared.items():
+            ordered.setdefault(name, given.pop(name, default))
+        ordered.update(given)
+        self.hparams.clear()
+        self.hparams.update(ordered)
+        self._hparams_initial = copy.deepcopy(self._hparams)
 
     def on_fit_start(self) -> None:
         """Log the actual sizes and parameter count as hyperparameters."""

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import functools
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 from torch import Tensor, nn
 
-from cfl_lightning.models.base import LanguageModel, LossName
+from cfl_lightning.models.base import LanguageModel
 from cfl_lightning.models.sizing import count_parameters, largest_within_budget
 
 __all__ = ["LSTMLanguageModel"]
@@ -71,11 +71,8 @@ class LSTMLanguageModel(LanguageModel):
         param_budget: parameter budget (ignored when ``hidden_size`` is given).
         num_layers: LSTM layers.
         hidden_size: explicit hidden size (default: chosen from ``param_budget``).
-        dropout: dropout probability.
-        lr: Adam learning rate.
-        lr_factor: ``ReduceLROnPlateau`` factor.
-        lr_patience: validation checks without improvement before reducing the LR.
-        loss: ``"kl"`` (KL to the automaton) or ``"ce"`` (cross-entropy).
+        **training: ``dropout``, ``lr``, ``lr_factor``, ``lr_patience``, ``loss``: see
+            :class:`~cfl_lightning.models.base.LanguageModel`.
     """
 
     def __init__(
@@ -84,21 +81,10 @@ class LSTMLanguageModel(LanguageModel):
         param_budget: int = 128_000,
         num_layers: int = 1,
         hidden_size: Optional[int] = None,
-        dropout: float = 0.1,
-        lr: float = 0.01,
-        lr_factor: float = 0.5,
-        lr_patience: int = 5,
-        loss: LossName = "kl",
+        **training: Any,
     ) -> None:
         super().__init__(
-            num_symbols=num_symbols,
-            param_budget=param_budget,
-            num_layers=num_layers,
-            dropout=dropout,
-            lr=lr,
-            lr_factor=lr_factor,
-            lr_patience=lr_patience,
-            loss=loss,
+            num_symbols=num_symbols, param_budget=param_budget, num_layers=num_layers, **training
         )
 
         if hidden_size is not None and hidden_size < 1:
@@ -108,7 +94,7 @@ class LSTMLanguageModel(LanguageModel):
             size = _hidden_size(self.vocab_size, self.num_classes, num_layers, param_budget)
         self.hidden_size = int(size)
         self.net = _LSTMNet(
-            self.vocab_size, self.num_classes, self.hidden_size, num_layers, dropout
+            self.vocab_size, self.num_classes, self.hidden_size, num_layers, self.dropout_p
         )
         self._finish_init(hidden_size_actual=self.hidden_size)
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 from torch import Tensor, nn
 
-from cfl_lightning.models.base import LanguageModel, LossName, sinusoidal_positions
+from cfl_lightning.models.base import LanguageModel, sinusoidal_positions
 from cfl_lightning.models.sizing import count_parameters, largest_within_budget
 
 __all__ = ["TransformerLanguageModel"]
@@ -112,11 +112,9 @@ class TransformerLanguageModel(LanguageModel):
         num_heads: attention heads (``d_model`` is a multiple of it).
         d_model: explicit model width.
         feedforward_size: explicit feed-forward width.
-        dropout: dropout probability (embeddings, attention weights, residual branches).
-        lr: Adam learning rate.
-        lr_factor: ``ReduceLROnPlateau`` factor.
-        lr_patience: validation checks without improvement before reducing the LR.
-        loss: ``"kl"`` (KL to the automaton) or ``"ce"`` (cross-entropy).
+        **training: ``dropout`` (on the embeddings, attention weights and residual branches),
+            ``lr``, ``lr_factor``, ``lr_patience``, ``loss``: see
+            :class:`~cfl_lightning.models.base.LanguageModel`.
     """
 
     def __init__(
@@ -127,21 +125,10 @@ class TransformerLanguageModel(LanguageModel):
         num_heads: int = 4,
         d_model: Optional[int] = None,
         feedforward_size: Optional[int] = None,
-        dropout: float = 0.1,
-        lr: float = 0.01,
-        lr_factor: float = 0.5,
-        lr_patience: int = 5,
-        loss: LossName = "kl",
+        **training: Any,
     ) -> None:
         super().__init__(
-            num_symbols=num_symbols,
-            param_budget=param_budget,
-            num_layers=num_layers,
-            dropout=dropout,
-            lr=lr,
-            lr_factor=lr_factor,
-            lr_patience=lr_patience,
-            loss=loss,
+            num_symbols=num_symbols, param_budget=param_budget, num_layers=num_layers, **training
         )
         if num_heads < 1:
             raise ValueError(f"num_heads must be >= 1, got {num_heads}")
@@ -159,7 +146,7 @@ class TransformerLanguageModel(LanguageModel):
         self.d_model, self.feedforward_size, self.num_heads = int(width), int(ff), int(num_heads)
         self.net = _TransformerNet(
             self.vocab_size, self.num_classes, self.d_model, num_heads, self.feedforward_size,
-            num_layers, dropout,
+            num_layers, self.dropout_p,
         )
         self._finish_init(
             d_model_actual=self.d_model, feedforward_size_actual=self.feedforward_size
