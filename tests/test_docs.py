@@ -88,3 +88,16 @@ def _unit_sample(n: int) -> list[float]:
     raw = [float(i) for i in range(n)]
     mean, sd = statistics.mean(raw), statistics.stdev(raw)
     return [(x - mean) / sd for x in raw]
+
+
+def test_headline_study_tables_are_what_the_committed_results_give(capsys):
+    """docs/headline_study.md quotes the output of docs/headline/verdict.py on the committed
+    results; rerunning it must print exactly that block (a changed analysis function or a
+    changed results file shows here)."""
+    verdict = _load_script(REPO / "docs" / "headline" / "verdict.py")
+    verdict.main([str(REPO / "docs" / "headline" / "results.jsonl")])
+    printed = capsys.readouterr().out.strip()
+    text = (REPO / "docs" / "headline_study.md").read_text(encoding="utf-8")
+    block = text.split("<!-- verdict.py output: begin -->")[1].split("<!-- verdict.py output: end -->")[0]
+    assert printed == block.strip()
+    assert "| D1: N 250 - N 125 (paired) | 16 |" in printed  # 16 causal topologies per count
