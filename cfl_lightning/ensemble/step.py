@@ -68,6 +68,24 @@ def loss_sums(
     return ce.view(m, -1).sum(1), kl
 
 
+def _release_capture_rng(device: torch.device, state: Tensor) -> None:
+    """Give the device's default generator a state that is not stuck in a failed capture.
+
+    A capture that fails after dropout drew random numbers leaves the default CUDA generator in
+    capture mode (its epilogue never ran), and every later eager dropout then fails ("Offset
+    increment outside graph capture"). A fresh generator's state, set to the state saved before
+    the capture, replaces it (``graphsafe_set_state`` swaps the state object itself).
+
+    Args:
+        device: the CUDA device.
+        state: ``torch.cuda.get_rng_state(device)`` from before the capture.
+    """
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    fresh = torch.Generator(device=device)
+    fresh.set_state(state)
+    torch.cuda.default_generators[index].graphsafe_set_state(fresh)
+
+
 @dataclass
 class _Static:
     """A bucket's static inputs (and, in graph mode, its captured graph)."""
@@ -205,10 +223,12 @@ class TrainStep:
                 losses=torch.zeros(self.members, dtype=self.param.dtype, device=self.device),
             )
             if self.mode == "graph":
+                rng = torch.cuda.get_rng_state(self.device)
                 try:
                     self._capture(static, shape)
                 except RuntimeError as err:  # an operation that cannot be captured
                     torch.cuda.synchronize(self.device)
+                    _release_capture_rng(self.device, rng)
                     warnings.warn(
                         f"CUDA graph capture failed ({' '.join(str(err).split())[:200]}); the "
                         "ensemble's training steps run without graphs", RuntimeWarning, stacklevel=2,
