@@ -158,11 +158,11 @@ class LoopEngine:
         """Member ``member``'s collated batch ``global_id`` of ``split``, on the device (cached)."""
         if split not in self._batches:
             out = []
-            for dm in self.data.datamodules:
+            for k, dm in enumerate(self.data.datamodules):
                 corpus, probs = dm.tokenized(split), dm.pfsa.next_symbol_probs().to(torch.float32)
                 weights = dm.test_weights() if split == "test" else None
                 batches = []
-                for index in dm.batches(split):
+                for index in self.data.batches(split, k):
                     batch = collate(corpus, index, probs, dm.pad_id)
                     if weights is not None:
                         batch["weights"] = weights[index]
