@@ -19,7 +19,8 @@ Every number is measured in this process on the named device, the whole runs fir
    :class:`~cfl_lightning.ensemble.EnsembleLanguageModel` of M members fitted and tested by a
    Lightning ``Trainer`` with the device's default engine and step (CUDA: stacked, CUDA graphs;
    CPU: loop for LSTMs, stacked for transformers), from building the members and loading their
-   data to the last member's test; ``ensemble M static`` (CUDA): the same without CUDA graphs
+   data to the last member's test; ``ensemble M width`` (CUDA): ticks grouped by width instead
+   of the CUDA default, lockstep; ``ensemble M static`` (CUDA): the same without CUDA graphs
    (fixed shapes, eager); ``ensemble M stacked|loop`` (CPU): the other engine. tokens/s counts
    real training positions (epochs x corpus positions, summed over members) per second of wall
    time; runs/h = 3600 M / wall.
@@ -170,7 +171,8 @@ def ensemble_fit(arch, m, cache, device, max_epochs, smoke, variant):
     built = time.perf_counter() - start
     models, dms = zip(*members)
     options = {"static": dict(mode="static"), "stacked": dict(engine="stacked"),
-               "loop": dict(engine="loop"), "lockstep": dict(pacing="lockstep")}
+               "loop": dict(engine="loop"), "lockstep": dict(pacing="lockstep"),
+               "width": dict(pacing="width")}
     module = EnsembleLanguageModel(
         list(models), list(dms), TrainSettings(max_epochs=max_epochs), **options.get(variant, {})
     )
@@ -197,7 +199,8 @@ def whole_runs(args, archs, members, device, cache, started) -> dict[str, float]
     # the largest ensembles first, transformers before LSTMs (whose batched step is slower)
     order = sorted(archs, key=lambda a: a != "transformer")
     plan += [(arch, top, "") for arch in order]
-    if device.type == "cuda":
+    if device.type == "cuda":  # the default (graphs, lockstep) against by-width ticks, no graphs
+        plan += [(arch, top, "width") for arch in order]
         plan += [(arch, top, "static") for arch in order]
     else:
         plan += [(arch, top, "stacked" if arch == "lstm" else "loop") for arch in order]

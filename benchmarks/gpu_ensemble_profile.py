@@ -57,7 +57,15 @@ def profile(arch: str, m: int, epochs: int, device: torch.device, cache: str, sm
     models, dms = _members(arch, m, cache, smoke)
     module = EnsembleLanguageModel(models, dms, TrainSettings(max_epochs=epochs))
     clock["build members"] = time.perf_counter() - start
-    trainer = bench.trainer_for(device, epochs, ensemble=True)
+    import lightning
+
+    seen = {}
+
+    class Engine(lightning.Callback):  # the engine trained with (teardown moves it to the CPU)
+        def on_train_end(self, trainer, pl_module):
+            seen["engine"] = pl_module.engine()
+
+    trainer = bench.trainer_for(device, epochs, [Engine()], ensemble=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         t = time.perf_counter()
@@ -73,7 +81,7 @@ def profile(arch: str, m: int, epochs: int, device: torch.device, cache: str, sm
     outcomes = module.outcomes()
     tokens = sum(o.epochs * int(dm.tokenized("train").positions.sum())
                  for o, dm in zip(outcomes, dms))
-    engine = module.engine()
+    engine = seen["engine"]
     step = getattr(engine, "step", None)
     print(f"\nprofile: {arch} ensemble {m}, {epochs} epochs on {device}: wall {wall:.1f} s, "
           f"{tokens / wall:,.0f} training tokens/s; engine {type(engine).__name__}, mode "
@@ -105,11 +113,19 @@ def fallback(arch: str, m: int, epochs: int, device: torch.device, cache: str, s
     try:
         models, dms = _members(arch, m, cache, smoke)
         module = EnsembleLanguageModel(models, dms, TrainSettings(max_epochs=epochs))
-        trainer = bench.trainer_for(device, epochs, ensemble=True)
+        import lightning
+
+        engines = {}
+
+        class Engine(lightning.Callback):  # the engine trained with (teardown moves it)
+            def on_train_end(self, trainer, pl_module):
+                engines["engine"] = pl_module.engine()
+
+        trainer = bench.trainer_for(device, epochs, [Engine()], ensemble=True)
         with warnings.catch_warnings(record=True) as seen:
             warnings.simplefilter("always")
             trainer.fit(module)
-        step = getattr(module.engine(), "step", None)
+        step = getattr(engines["engine"], "step", None)
         ours = [w for w in seen if "CUDA graph capture failed" in str(w.message)]
         print(f"\nfallback: {arch} ensemble {m}, {epochs} epochs on {device}: mode now "
               f"{getattr(step, 'mode', '-')}, capture warnings {len(ours)}")
