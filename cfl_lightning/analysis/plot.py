@@ -87,8 +87,11 @@ def model_label(model: str) -> str:
 
 
 def target_title(event: str) -> str:
-    """``state:odd`` -> ``state odd``; ``transition:q1:a`` -> ``transition q1 -a->``."""
+    """``state:odd`` -> ``state odd``; ``transition:q1:a`` -> ``transition q1 -a->``;
+    ``symbol:*`` -> ``every symbol, pooled``."""
     kind, _, rest = event.partition(":")
+    if rest == "*":
+        return f"every {kind}, pooled"
     if kind == "transition" and ":" in rest:
         source, symbol = rest.rsplit(":", 1)
         return f"transition {source} -{symbol}->"

@@ -226,6 +226,7 @@ def analyze(args: argparse.Namespace) -> int:
         CflError: no results, a target no run is about, or nothing to plot.
     """
     from cfl_lightning.analysis.aggregate import default_targets, expand_correlational
+    from cfl_lightning.analysis.pooling import concrete_targets, covers
     from cfl_lightning.errors import CflError
 
     records, jsonl_inputs = _load(args.inputs)
@@ -235,16 +236,17 @@ def analyze(args: argparse.Namespace) -> int:
     known = {r.event for r in records if r.event is not None}
     for r in records:
         known.update(r.occurrences or ())
-    unknown = [t for t in targets if t not in known]
+    unknown = [t for t in targets if not any(covers(t, k) for k in known)]
     if unknown:
         raise CflError(
             f"no runs about target {unknown[0]}; found: {', '.join(sorted(known)) or 'none'}"
         )
     output = None if args.output is None else Path(args.output)
-    expanded = expand_correlational(records, targets)
+    events = concrete_targets(targets, known)
+    expanded = expand_correlational(records, events)
     curves = _curves(expanded, targets, args) if output is not None else None
     if args.export_results is not None:
-        _export(records, targets, args.export_results, jsonl_inputs)
+        _export(records, args.target and events, args.export_results, jsonl_inputs)
     if curves is not None:
         _write(*curves, len(records), targets, output, args)
     return 0
@@ -281,25 +283,37 @@ def _report_skipped(problems: list[str], kept: int) -> None:
         sys.stderr.write(f"{PROG}:   ... and {len(problems) - SHOWN_PROBLEMS} more\n")
 
 
-def _export(records: list, targets: list[str], path: str, inputs: list[str]) -> None:
-    """Write the runs about ``targets`` as compact JSON Lines and say how large it is."""
+def _export(records: list, targets: list[str] | None, path: str, inputs: list[str]) -> None:
+    """Write the runs about ``targets`` (concrete events; None: every run with every event) as
+    compact JSON Lines and say how large it is.
+
+    Raises:
+        CflError: no run to export (nothing is written).
+    """
     from cfl_lightning.analysis.aggregate import for_target
     from cfl_lightning.analysis.records import write_jsonl
+    from cfl_lightning.errors import CflError
 
-    about = [
-        r
-        for r in records
-        if r.event in targets
-        or (r.setting == "correlational" and any(for_target(r, t) for t in targets))
-    ]
+    if targets is None:
+        about, what = list(records), "every run, every event"
+    else:
+        about = [
+            r
+            for r in records
+            if r.event in targets
+            or (r.setting == "correlational" and any(for_target(r, t) for t in targets))
+        ]
+        what = f"those about {', '.join(targets)}"
+    if not about:
+        raise CflError(f"nothing to export: none of the {len(records)} run(s) is about "
+                       f"{', '.join(targets or [])}; {path} not written")
     lines = write_jsonl(about, path, events=targets, inputs=inputs)
     size = ""
     if os.path.isfile(path):  # not a pipe
         total = os.path.getsize(path)
         size = f": {total:,} bytes, {total / max(lines, 1):,.0f} bytes per run"
     sys.stderr.write(
-        f"{PROG}: exported {lines} of {len(records)} run(s) (those about "
-        f"{', '.join(targets)}) to {path}{size}\n"
+        f"{PROG}: exported {lines} of {len(records)} run(s) ({what}) to {path}{size}\n"
     )
 
 
@@ -311,9 +325,10 @@ def _curves(expanded: list, targets: list[str], args) -> tuple[list, int]:
         CflError: no point to plot.
     """
     from cfl_lightning.analysis.aggregate import aggregate, best_of_repeats, split_by_visits
+    from cfl_lightning.analysis.pooling import pool_records
     from cfl_lightning.errors import CflError
 
-    best = best_of_repeats(expanded)
+    best = pool_records(best_of_repeats(expanded), targets)
     about = [r for r in best if r.event in targets]
     split = split_by_visits(about, args.min_visits)
     _report_visits(about, split, args.min_visits)
