@@ -123,6 +123,19 @@ def test_state_pooling_and_symbols_of_one_automaton_in_two_bins(tmp_path, capsys
     assert sum(int(r["pairs"]) for r in states) == 9 and all(int(r["n"]) == 3 for r in states)
 
 
+def test_pooled_curves_give_the_gap_table_under_both_measures(shared_value_runs, tmp_path,
+                                                             capsys):
+    from cfl_lightning.__main__ import main
+
+    runs, _ = shared_value_runs
+    code = main(["analyze", str(runs), "--target", "symbol:*", "--edges", "100,200",
+                 "--output", str(tmp_path / "f.png")])
+    out = capsys.readouterr().out
+    assert code == 0
+    first, second = out.index("measure kl_target_unweighted:"), out.index("measure kl_target:")
+    assert first < second and out.count("causal point(s) have such runs") == 2
+
+
 def test_a_single_target_csv_keeps_its_columns(shared_value_runs, tmp_path, capsys):
     runs, _ = shared_value_runs
     out = tmp_path / "one.png"
