@@ -4,7 +4,8 @@ A plan names the target, the correlational bins, the causal counts, the contrast
 they decide, before anything trains; :func:`evaluate_plan` computes every contrast for every
 architecture under each measure (by default both readings of the paper's measure: the
 unweighted per-target contribution ``kl_target_unweighted`` and the ``p_pi``-weighted
-``kl_target``), and :func:`format_plan` writes the tables. Example (``docs/headline/plan_v1.yaml``)::
+``kl_target``), and :func:`~cfl_lightning.analysis.plan_table.format_plan` writes the tables.
+Example (``docs/headline/plan_v1.yaml``)::
 
     name: headline study, version 1
     target: symbol:a            # or a pooled target: symbol:*
@@ -29,8 +30,9 @@ mean per automaton, :mod:`cfl_lightning.analysis.pooling`):
 * ``count_difference: [A, B]``: causal count A minus count B, paired over the automata trained
   at both (Student-t interval of the paired differences);
 * ``gap: N``: the causal mean at N against the correlational runs whose realized count lies in
-  [N/sqrt2, N*sqrt2], as ``analyze`` computes it (:func:`~cfl_lightning.analysis.aggregate.gap_kind`:
-  a difference for per-symbol and per-transition values, else a ratio; Welch / delta method).
+  [N/sqrt2, N*sqrt2], as ``analyze`` computes it
+  (:func:`~cfl_lightning.analysis.aggregate.gap_kind`: a difference for per-symbol and
+  per-transition values, else a ratio; Welch / delta method).
 
 Decision rule of a contrast (``expect``): ``above`` (``below``) -- *reproduced* when the whole
 interval lies above (below) "no effect" (0, or 1 for a ratio), *not reproduced* when it lies on
@@ -367,10 +369,10 @@ def evaluate_plan(records: Iterable[RunRecord], plan: Plan) -> PlanResult:
         split_by_visits,
     )
     from cfl_lightning.analysis.pooling import concrete_targets, pool_records
+    from cfl_lightning.analysis.report import known_events
 
     records = list(records)
-    known = {r.event for r in records if r.event} | {k for r in records for k in r.occurrences or ()}
-    events = concrete_targets([plan.target], known)
+    events = concrete_targets([plan.target], known_events(records))
     best = pool_records(best_of_repeats(expand_correlational(records, events)), [plan.target])
     best = split_by_visits(best, plan.min_visits).kept
     if not best:
