@@ -161,6 +161,7 @@ BASE = {
                      "expect": "above"}]}, "give one of"),
     ({"claims": [{"name": "X", "contrasts": ["D"]}]}, "claim X: no contrast named 'D'"),
     ({"min_visits": -1}, "min_visits: expected an integer >= 0"),
+    ({"causal": "correlational"}, "causal: expected causal_exact"),
 ])
 def test_bad_plans_are_named_in_one_line(change, message):
     with pytest.raises(CflError, match=message):
@@ -205,3 +206,18 @@ def test_a_pooled_plan_has_intervals_over_automata():
     g = res.contrasts[("kl_target_unweighted", model, "G")]
     assert (g.n, g.n_other, g.pairs_other) == (9, 9, 90) and g.value == pytest.approx(0.0)
     assert res.contrast_verdicts[("kl_target_unweighted", model, "G")] == "not resolved"
+
+
+def test_an_at_least_once_plan_bins_strings_containing_the_target():
+    items = [result(automaton=f"S{a}", intervention="none", event="symbol:a", realized=900,
+                    strings=30 + a, kl_target=0.1 * (a + 1)) for a in range(4)]
+    items += [result(automaton=f"S{a}", intervention="at_least_once", event="symbol:a",
+                     count=32, kl_target=0.5) for a in range(4)]
+    records = [record_from_results(item, f"r{i}") for i, item in enumerate(items)]
+    plan = parse_plan({**BASE, "causal": "causal_at_least_once", "bins": [30, 32, 40],
+                       "counts": [32], "contrasts": [
+                           {"name": "B", "bin_difference": [32, 30], "expect": "above"}]})
+    res = evaluate_plan(records, plan)
+    low = res.bins[("kl_target_unweighted", "LSTMLanguageModel", 30.0)]
+    assert (low.n, low.value) == (2, pytest.approx(0.3))  # strings 30, 31 (not counts 900)
+    assert res.counts[("kl_target_unweighted", "LSTMLanguageModel", 32.0)].n == 4

@@ -22,6 +22,7 @@ from cfl_lightning.analysis.pooling import (
     is_pooled,
     pool_records,
 )
+from cfl_lightning.analysis.plot import target_title
 from cfl_lightning.analysis.stats import t_interval
 from tests.test_analysis import result, run_main, write_results
 
@@ -153,6 +154,8 @@ def test_pooling_helpers():
     known = ["symbol:b", "symbol:a", "state:q", "transition:q:a"]
     assert concrete_targets(["symbol:*", "state:q"], known) == ["state:q", "symbol:a", "symbol:b"]
     assert cluster_means([1.0, 3.0, 5.0, 0.1], ["x", "x", "y", "z"]) == ([2.0, 5.0, 0.1], 4)
+    assert target_title("symbol:*") == "every symbol, pooled"  # the figure says pooled
+    assert target_title("symbol:a") == "symbol a"
     recs = ag.expand_correlational(
         [ag.record_from_results(correlational_run("A", 1.0, range(100, 110)), "r")],
         ["symbol:a", "symbol:b"],

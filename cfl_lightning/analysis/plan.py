@@ -9,7 +9,8 @@ Example (``docs/headline/plan_v1.yaml``)::
 
     name: headline study, version 1
     target: symbol:a            # or a pooled target: symbol:*
-    causal: causal_exact        # the causal arm's setting (default causal_exact)
+    causal: causal_exact        # the causal arm's setting (default causal_exact; against
+                                # causal_at_least_once, bins count strings containing the target)
     measures: [kl_target_unweighted, kl_target]
     min_visits: 1
     bins: [100, 141, 200, 283, 400, 566, 800, 1131, 1600]   # [E_i, E_i+1), named by E_i
@@ -53,7 +54,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cfl_lightning.analysis.pooling import cluster_means
-from cfl_lightning.analysis.records import METRICS, RunRecord
+from cfl_lightning.analysis.records import METRICS, SETTINGS, RunRecord
 from cfl_lightning.analysis.stats import (
     GAP_FACTOR,
     gap_interval,
@@ -247,13 +248,17 @@ def parse_plan(data: Any, where: str = "plan") -> Plan:
     names = [c.name for c in contrasts]
     if len(set(names)) != len(names):
         raise CflError(f"{where}: contrasts: names must differ")
+    causal = data.get("causal", SETTINGS["exact"])
+    if causal not in set(SETTINGS.values()) - {"correlational"}:
+        raise CflError(f"{where}: causal: expected causal_exact, causal_at_least or "
+                       f"causal_at_least_once, got {causal!r}")
     min_visits = data.get("min_visits", 1)
     if isinstance(min_visits, bool) or not isinstance(min_visits, int) or min_visits < 0:
         raise CflError(f"{where}: min_visits: expected an integer >= 0, got {min_visits!r}")
     return Plan(
         name=str(data.get("name", where)),
         target=target,
-        causal=str(data.get("causal", "causal_exact")),
+        causal=causal,
         measures=measures,
         min_visits=min_visits,
         bins=bins,
@@ -316,14 +321,18 @@ class _Arms:
 
 
 def _arms(records: Iterable[RunRecord], measure: str, causal: str) -> dict[str, _Arms]:
+    """Per model, the runs' values; a correlational run's x is its realized count, or (for an
+    at-least-once causal arm) its realized number of strings containing the target."""
     corr: dict[str, list] = defaultdict(list)
     counts: dict[str, dict] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
+    strings = causal == SETTINGS["at_least_once"]
     for r in records:
         value = getattr(r, measure)
         if value is None:
             continue
-        if r.setting == "correlational" and r.realized_count is not None:
-            corr[r.model].append((float(r.realized_count), value, r.automaton_id))
+        x = r.realized_strings if strings else r.realized_count
+        if r.setting == "correlational" and x is not None:
+            corr[r.model].append((float(x), value, r.automaton_id))
         elif r.setting == causal and r.count is not None:
             counts[r.model][float(r.count)][r.automaton_id].append(value)
     return {m: _Arms(corr.get(m, []), counts.get(m, {})) for m in {*corr, *counts}}

@@ -60,6 +60,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from cfl_lightning.analysis.pooling import is_pooled
 from cfl_lightning.analysis.report import (
     BINNINGS,
     DEFAULT_METRIC,
@@ -69,7 +70,6 @@ from cfl_lightning.analysis.report import (
     input_kind,
     model_label,
 )
-from cfl_lightning.analysis.pooling import is_pooled
 from cfl_lightning.cli.common import ArgumentParser, command_args, edges_type, run_command
 
 __all__ = ["main", "build_parser", "check_args", "analyze", "input_kind", "gap_table"]
