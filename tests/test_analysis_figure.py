@@ -84,8 +84,39 @@ def test_legend_notes(tmp_path, monkeypatch, both):
     if both:  # the same correlational runs, placed by strings containing the target
         rows.append(corr(60.0, 40.0, 5.0, 200.0, 0.05, 6, "correlational_strings", "strings"))
     title = draw(rows, tmp_path, monkeypatch).legends[0].get_title().get_text()
-    assert plot.NOTE in title
-    assert (plot.BOTH_ROWS_NOTE in title) is both  # negative control: no note with one row
+    flat = " ".join(title.split())
+    assert all(part in flat for part in plot.NOTE_PARTS)
+    assert (" ".join(plot.BOTH_ROWS_NOTE.split()) in flat) is both  # negative control
+
+
+@pytest.mark.parametrize("with_bins", [True, False])
+def test_the_note_fits_a_one_panel_figure_and_names_each_mark(tmp_path, monkeypatch, with_bins):
+    """Issue 31: the note was clipped at both ends of a one-panel figure and called the
+    horizontal bars (a bin's range of counts) 95% intervals."""
+    rows = ROWS if with_bins else ROWS[:2]
+    fig = draw(rows, tmp_path, monkeypatch)
+    title = fig.legends[0].get_title()
+    box = title.get_window_extent(fig.canvas.get_renderer())
+    width = fig.bbox.width
+    assert 0 <= box.x0 and box.x1 <= width, (box, width)
+    text = " ".join(title.get_text().split())
+    assert "95% intervals over automata" in text and "numbers: n (automata)" in text
+    assert ("horizontal bars: a bin's range of counts" in text) is with_bins
+    assert "bars and bands: 95%" not in text.replace("vertical bars and bands: 95%", "")
+    # negative control: the old one-line note is wider than this figure
+    old = "bars and bands: 95% intervals over automata; numbers: n; hollow markers: n < 3"
+    title.set_text(old)
+    assert title.get_window_extent(fig.canvas.get_renderer()).width > 0.9 * width
+
+
+def test_n_labels_of_a_causal_point_and_a_bin_at_one_count_sit_apart(tmp_path, monkeypatch):
+    rows = [causal(125.0, 0.4, 8, 0.3, 0.5), corr(125.0, 125.0, 100.0, 141.0, 0.4, 6)]
+    ax = draw(rows, tmp_path, monkeypatch).axes[0]
+    labels = {t.get_text(): t for t in ax.texts}
+    renderer = ax.figure.canvas.get_renderer()
+    causal_box, bin_box = (labels[k].get_window_extent(renderer) for k in ("8", "6"))
+    marker = ax.transData.transform((125.0, 0.4))
+    assert causal_box.x1 < marker[0] < bin_box.x0  # one on each side of the shared marker
 
 
 def test_rows_without_intervals_still_draw(tmp_path, monkeypatch):

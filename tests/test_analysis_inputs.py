@@ -93,8 +93,8 @@ def test_export_keeps_only_the_targets_and_stays_small(tmp_path, capsys):
     write_results(tmp_path / "runs", items)
     full = sum(len(json.dumps(i)) for i in items)
     export = tmp_path / "e.jsonl"
-    code, err = run_main(["analyze", str(tmp_path / "runs"), "--export-results", str(export)],
-                         capsys)
+    code, err = run_main(["analyze", str(tmp_path / "runs"), "--export-results", str(export),
+                          "--target", "symbol:a"], capsys)
     assert code == 0, err
     assert "exported 24 of 24 run(s) (those about symbol:a)" in err
     size = export.stat().st_size

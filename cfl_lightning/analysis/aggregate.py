@@ -52,6 +52,7 @@ from typing import Any
 
 import numpy as np
 
+from cfl_lightning.analysis.pooling import cluster_means, is_pooled
 from cfl_lightning.analysis.records import (
     METRICS,
     SETTINGS,
@@ -89,6 +90,7 @@ __all__ = [
     "quantity_name",
     "gap_kind",
     "aggregate",
+    "table_columns",
     "write_table",
 ]
 
@@ -137,6 +139,11 @@ class CurveRow:
     gap_ci_high: float = _NAN
     gap_n: int | None = None
     gap_kind: str | None = None
+    # (run, event) pairs behind the point and behind the gap's correlational arm: equal to n and
+    # gap_n for a single target; a pooled target (``symbol:*``) has several pairs per automaton,
+    # and n / gap_n count automata (:mod:`cfl_lightning.analysis.pooling`)
+    pairs: int = 0
+    gap_pairs: int | None = None
 
 
 # --------------------------------------------------------------------------- statistics
@@ -339,10 +346,18 @@ def gap_kind(metric: str, target: str, values: Iterable[float | None] = ()) -> s
     return "ratio" if all(v > 0 for v in finite) else "difference"
 
 
-def _near(pairs: Iterable[tuple[float, float]], count: float) -> list[float]:
-    """Values of the correlational runs whose x lies in [count/GAP_FACTOR, count*GAP_FACTOR]."""
+def _near(
+    pairs: Iterable[tuple[float, float, str]], count: float
+) -> list[tuple[float, str]]:
+    """(value, automaton) of the correlational pairs whose x lies in [count/GAP_FACTOR,
+    count*GAP_FACTOR]."""
     low, high = count / GAP_FACTOR, count * GAP_FACTOR
-    return [value for x, value in pairs if low <= x <= high]
+    return [(value, cluster) for x, value, cluster in pairs if low <= x <= high]
+
+
+def _clustered(items: Sequence[tuple[float, str]]) -> tuple[list[float], int]:
+    """(value, automaton) items -> one mean per automaton, and the number of items."""
+    return cluster_means([v for v, _ in items], [c for _, c in items])
 
 
 def aggregate(
@@ -395,14 +410,15 @@ def aggregate(
 class _Points:
     """The usable runs' values, read into the curves they feed.
 
-    ``causal``: ``(event, model, setting, num_strings, count) -> [values]``; ``corr``:
-    ``(event, model, "correlational" | "correlational_strings", num_strings) -> [(x, value)]``
-    (x: the realized count, or the realized strings on the strings axis); ``kinds``: each
-    event's :func:`gap_kind` over all its values.
+    ``causal``: ``(event, model, setting, num_strings, count) -> [(value, automaton)]``;
+    ``corr``: ``(event, model, "correlational" | "correlational_strings", num_strings) -> [(x,
+    value, automaton)]`` (x: the realized count, or the realized strings on the strings axis);
+    ``kinds``: each event's :func:`gap_kind` over all its values. The automaton is the cluster
+    of a pooled target's pairs.
     """
 
-    causal: dict[tuple, list[float]]
-    corr: dict[tuple, list[tuple[float, float]]]
+    causal: dict[tuple, list[tuple[float, str]]]
+    corr: dict[tuple, list[tuple[float, float, str]]]
     kinds: dict[str, str]
 
     @classmethod
@@ -413,8 +429,8 @@ class _Points:
         drawn on it, or where no causal run of the target is given (a correlational-only
         analysis); on the strings axis where the target has at-least-once runs.
         """
-        causal: dict[tuple, list[float]] = defaultdict(list)
-        corr: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
+        causal: dict[tuple, list[tuple[float, str]]] = defaultdict(list)
+        corr: dict[tuple, list[tuple[float, float, str]]] = defaultdict(list)
         alo_events = {r.event for r in usable if r.setting == "causal_at_least_once"}
         causal_events = {r.event for r in usable if r.setting != "correlational"}
         occurrence_events = {
@@ -431,14 +447,16 @@ class _Points:
                 on_occurrences = r.event in occurrence_events or r.event not in causal_events
                 if r.realized_count is not None and on_occurrences:
                     corr[(r.event, r.model, "correlational", r.num_strings)].append(
-                        (r.realized_count, value)
+                        (r.realized_count, value, r.automaton_id)
                     )
                 if r.realized_strings is not None and r.event in alo_events:
                     corr[(r.event, r.model, "correlational_strings", r.num_strings)].append(
-                        (r.realized_strings, value)
+                        (r.realized_strings, value, r.automaton_id)
                     )
             elif r.count is not None:
-                causal[(r.event, r.model, r.setting, r.num_strings, r.count)].append(value)
+                causal[(r.event, r.model, r.setting, r.num_strings, r.count)].append(
+                    (value, r.automaton_id)
+                )
         kinds = {event: gap_kind(metric, event, values) for event, values in values_of.items()}
         return cls(dict(causal), dict(corr), kinds)
 
@@ -452,9 +470,13 @@ def _causal_rows(points: _Points, rows_of: _RowMaker) -> list[CurveRow]:
     for (event, model, setting, k, count), values in points.causal.items():
         axis = "correlational_strings" if X_KIND.get(setting) == "strings" else "correlational"
         near = _near(points.corr.get((event, model, axis, k), ()), count)
-        gap = gap_interval(values, near, points.kinds[event]) if near else None
+        causal, pairs = _clustered(values)
+        gap = None
+        if near:
+            corr, near_pairs = _clustered(near)
+            gap = (gap_interval(causal, corr, points.kinds[event]), near_pairs)
         x = float(count)
-        rows.append(rows_of(event, model, setting, k, x, x, x, values, x, gap))
+        rows.append(rows_of(event, model, setting, k, x, x, x, (causal, pairs), x, gap))
     return rows
 
 
@@ -471,6 +493,7 @@ def _binned_rows(
     for (event, model, setting, k), pairs in points.corr.items():
         x = np.array([p[0] for p in pairs], dtype=float)
         y = np.array([p[1] for p in pairs], dtype=float)
+        cluster = np.array([p[2] for p in pairs], dtype=object)
         bounds = bin_edges(x, bins, binning) if edges is None else np.asarray(edges, float)
         index = _assign(x, bounds)
         inside = (x >= bounds[0]) & (x < bounds[-1]) if edges is not None else True
@@ -487,7 +510,7 @@ def _binned_rows(
                     float(x[members].mean()),
                     float(bounds[b]),
                     float(bounds[b + 1]),
-                    y[members].tolist(),
+                    cluster_means(y[members].tolist(), cluster[members].tolist()),
                     float(np.median(x[members])),
                 )
             )
@@ -516,22 +539,25 @@ class _RowMaker:
         x: float,
         lo: float,
         hi: float,
-        values: Sequence[float],
+        clustered: tuple[Sequence[float], int],
         x_median: float,
         gap: Any = None,
     ) -> CurveRow:
-        """The row of one point; ``gap`` is a :func:`~cfl_lightning.analysis.stats.gap_interval`
-        result or None."""
+        """The row of one point from ``(its automata's values, its pairs)``; ``gap`` is
+        ``(a gap_interval result, the correlational pairs)`` or None."""
         key = (event, model, "correlational" if setting.startswith("correlational") else setting, k)
+        values, pairs = clustered
         low, high = t_interval(values)
-        gaps = {}
+        gaps: dict[str, Any] = {}
         if gap is not None:
+            gap, gap_pairs = gap
             gaps = dict(
                 gap=gap.value,
                 gap_ci_low=gap.low,
                 gap_ci_high=gap.high,
                 gap_n=gap.n_corr,
                 gap_kind=gap.kind,
+                gap_pairs=gap_pairs,
             )
         return CurveRow(
             event,
@@ -550,13 +576,24 @@ class _RowMaker:
             ci_low=low,
             ci_high=high,
             x_median=x_median,
+            pairs=pairs,
             **gaps,
         )
 
 
+POOLED_COLUMNS = ("pairs", "gap_pairs")  # written only where a row is about a pooled target
+
+
+def table_columns(rows: Sequence[CurveRow]) -> list[str]:
+    """The CSV's columns: every :class:`CurveRow` field, less ``pairs``/``gap_pairs`` unless a
+    row is about a pooled target (for a single target they equal ``n``/``gap_n``)."""
+    pooled = any(is_pooled(r.target) for r in rows)
+    return [f.name for f in fields(CurveRow) if pooled or f.name not in POOLED_COLUMNS]
+
+
 def write_table(rows: Sequence[CurveRow], path: str | os.PathLike) -> None:
     """Write the curve points as CSV (atomically); NaN is written as an empty cell."""
-    names = [f.name for f in fields(CurveRow)]
+    names = table_columns(rows)
 
     def cell(value: Any) -> Any:
         if value is None or (isinstance(value, float) and not math.isfinite(value)):

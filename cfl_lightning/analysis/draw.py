@@ -20,7 +20,7 @@ import json
 import os
 import shutil
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -132,13 +132,18 @@ def automaton_graph(
         import graphviz
     except ImportError:
         raise CflError("the graphviz Python package is missing: pip install graphviz") from None
-    nohtml = graphviz.nohtml
 
     data = _load(source)
-    final = {k: float(v) for k, v in (data.get("final") or {}).items()}
-    large = len(data["states"]) > LARGE_STATES
     if engine == "auto":
-        engine = "sfdp" if large else "dot"
+        engine = "sfdp" if len(data["states"]) > LARGE_STATES else "dot"
+    graph = _new_graph(graphviz, engine, rankdir, title)
+    _add_states(graph, data, engine, digits, graphviz.nohtml)
+    _add_edges(graph, data["transitions"], edge_labels, digits, graphviz.nohtml)
+    return graph
+
+
+def _new_graph(graphviz: Any, engine: str, rankdir: str, title: str | None) -> Any:
+    """An empty ``graphviz.Digraph`` with the drawing's graph, node and edge attributes."""
     graph = graphviz.Digraph("automaton", engine=engine)
     graph.attr(rankdir=rankdir, nodesep="0.45", ranksep="0.7", margin="0.1",
                size=f"{MAX_INCHES[0]},{MAX_INCHES[1]}")
@@ -149,7 +154,14 @@ def automaton_graph(
     )
     graph.attr("edge", fontname="Helvetica", fontsize="10", arrowsize="0.7")
     if title:
-        graph.attr(label=nohtml(title), labelloc="t", fontname="Helvetica", fontsize="14")
+        graph.attr(label=graphviz.nohtml(title), labelloc="t", fontname="Helvetica", fontsize="14")
+    return graph
+
+
+def _add_states(graph: Any, data: Mapping[str, Any], engine: str, digits: int, nohtml) -> None:
+    """One node per state (final ones double-circled with their weight) and the start mark: an
+    arrow from an invisible node under ``dot``, a bold outline under force-directed layouts."""
+    final = {k: float(v) for k, v in (data.get("final") or {}).items()}
     if engine == "dot":
         graph.node("__start__", label="", shape="none", width="0", height="0")
     for state in data["states"]:
@@ -166,10 +178,17 @@ def automaton_graph(
         graph.edge("__start__", _id(data["initial"]))
     else:  # force-directed layouts put the arrow's invisible tail anywhere: a bold outline
         graph.node(_id(data["initial"]), penwidth="3")
+
+
+def _add_edges(
+    graph: Any, transitions: Sequence[Mapping[str, Any]], edge_labels: str, digits: int, nohtml
+) -> None:
+    """One edge per (source, target) pair: labelled with its ``symbol/weight`` lines, or (without
+    labels) with a pen width growing with its largest weight; dashed when its only arc weighs 0."""
     labels: dict[tuple[str, str], list[str]] = defaultdict(list)
     heaviest: dict[tuple[str, str], float] = defaultdict(float)
     zero: set[tuple[str, str]] = set()
-    for arc in data["transitions"]:
+    for arc in transitions:
         key = (arc["source"], arc["target"])
         labels[key].append(f"{arc['symbol']}/{format_weight(arc['weight'], digits)}")
         heaviest[key] = max(heaviest[key], float(arc["weight"]))
@@ -183,7 +202,6 @@ def automaton_graph(
         else:
             width = f"{0.5 + 2.5 * heaviest[(src, dst)]:.2f}"
             graph.edge(_id(src), _id(dst), style=style, penwidth=width)
-    return graph
 
 
 def _id(state: str) -> str:

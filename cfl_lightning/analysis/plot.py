@@ -42,6 +42,8 @@ __all__ = [
     "undrawable",
     "METRIC_LABELS",
     "FORMATS",
+    "NOTE_PARTS",
+    "legend_note",
 ]
 
 FORMATS = ("png", "pdf", "svg")
@@ -71,7 +73,14 @@ _STYLE = {  # setting -> (linestyle, marker, band alpha)
     "correlational_strings": (":", "D", 0.0),
 }
 HOLLOW_BELOW = 3  # points resting on fewer automata get hollow markers
-NOTE = "bars and bands: 95% intervals over automata; numbers: n; hollow markers: n < 3"
+# the legend note, one part per kind of mark (the bins' part only where there are bins)
+NOTE_PARTS = (
+    "vertical bars and bands: 95% intervals over automata",
+    "horizontal bars: a bin's range of counts",
+    "numbers: n (automata)",
+    f"hollow markers: n < {HOLLOW_BELOW}",
+)
+_NOTE_CHARS_PER_INCH = 14  # at the note's 8 pt (about 16 characters an inch): a margin kept
 BOTH_ROWS_NOTE = (
     "the same correlational runs appear in both rows: by occurrences, and by strings containing "
     "the target"
@@ -87,8 +96,11 @@ def model_label(model: str) -> str:
 
 
 def target_title(event: str) -> str:
-    """``state:odd`` -> ``state odd``; ``transition:q1:a`` -> ``transition q1 -a->``."""
+    """``state:odd`` -> ``state odd``; ``transition:q1:a`` -> ``transition q1 -a->``;
+    ``symbol:*`` -> ``every symbol, pooled``."""
     kind, _, rest = event.partition(":")
+    if rest == "*":
+        return f"every {kind}, pooled"
     if kind == "transition" and ":" in rest:
         source, symbol = rest.rsplit(":", 1)
         return f"transition {source} -{symbol}->"
@@ -170,7 +182,8 @@ def plot_curves(
         raise ValueError("nothing to plot")
     models = sorted({r.model for r in rows})
     grid = _Grid.of(rows, columns)
-    fig, axes = _figure(rows, models, grid)
+    note = legend_note(rows, _figure_width(grid, models))
+    fig, axes = _figure(rows, models, grid, len(note))
     handles: dict[tuple, tuple[str, object]] = {}
     for row, col, (x_kind, target) in grid.placed:
         curves = _panel_curves(rows, x_kind, target)
@@ -178,7 +191,7 @@ def plot_curves(
         _draw_panel(axes[row][col], curves, models, handles, logx=logx)
         _panel_axes(axes[row][col], x_kind, target, curves, metric=metric, logx=logx,
                     left_target=None if left is None else left[1])
-    _legend(fig, rows, models, handles)
+    _legend(fig, models, handles, note)
     if title:
         fig.suptitle(title, fontsize=12)
     _save(fig, path, fmt, dpi)
@@ -220,17 +233,41 @@ def _legend_columns(models: Sequence[str]) -> int:
     return max(1, min(len(models), 4))
 
 
-def _figure(rows: Sequence[CurveRow], models: Sequence[str], grid: _Grid) -> tuple[object, list]:
-    """The figure (sized for its panels and legend, on an Agg canvas) and its ``[nrows][ncols]``
-    axes; slots without a panel are hidden."""
+def _figure_width(grid: _Grid, models: Sequence[str]) -> float:
+    """The figure's width in inches: its panels', or its legend's if wider."""
+    return max(3.9 * grid.ncols, 3.0 * _legend_columns(models))
+
+
+def legend_note(rows: Sequence[CurveRow], width: float) -> list[str]:
+    """The legend's note, in lines that fit a figure ``width`` inches wide: what each mark is
+    (:data:`NOTE_PARTS`; the bins' part where there are correlational bins) and, where the same
+    correlational runs are drawn in two rows, :data:`BOTH_ROWS_NOTE`."""
+    import textwrap
+
+    parts = [p for i, p in enumerate(NOTE_PARTS)
+             if i != 1 or any(not _is_causal(r) for r in rows)]
+    limit = max(30, int(width * _NOTE_CHARS_PER_INCH))
+    lines: list[str] = []
+    for part in parts:
+        if lines and len(lines[-1]) + 2 + len(part) <= limit:
+            lines[-1] += "; " + part
+        else:
+            lines += textwrap.wrap(part, limit)
+    if correlational_in_both_rows(rows):
+        lines += textwrap.wrap(BOTH_ROWS_NOTE, limit)
+    return lines
+
+
+def _figure(
+    rows: Sequence[CurveRow], models: Sequence[str], grid: _Grid, note_lines: int
+) -> tuple[object, list]:
+    """The figure (sized for its panels, legend and ``note_lines`` lines of note, on an Agg
+    canvas) and its ``[nrows][ncols]`` axes; slots without a panel are hidden."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    width = max(3.9 * grid.ncols, 3.0 * _legend_columns(models))
-    height = (
-        3.2 * grid.nrows + 0.35 + 0.22 * _legend_rows(rows, models)
-        + 0.16 * (1 + correlational_in_both_rows(rows))
-    )
+    width = _figure_width(grid, models)
+    height = 3.2 * grid.nrows + 0.35 + 0.22 * _legend_rows(rows, models) + 0.16 * note_lines
     fig = Figure(figsize=(width, height), layout="constrained")
     FigureCanvasAgg(fig)
     axes = fig.subplots(grid.nrows, grid.ncols, squeeze=False)
@@ -288,12 +325,12 @@ def _draw_panel(
 
 def _legend(
     fig: object,
-    rows: Sequence[CurveRow],
     models: Sequence[str],
     handles: dict[tuple, tuple[str, object]],
+    note: Sequence[str],
 ) -> None:
     """The figure's legend below the panels: one entry per label, in (model, setting) order,
-    titled with the notes on the conventions."""
+    titled with the note on the marks (:func:`legend_note`)."""
     entries = list(
         {handles[key][0]: handles[key] for key in sorted(handles, reverse=True)}.values()
     )
@@ -305,7 +342,7 @@ def _legend(
         ncol=_legend_columns(models),
         fontsize=9,
         frameon=False,
-        title="\n".join([NOTE] + ([BOTH_ROWS_NOTE] if correlational_in_both_rows(rows) else [])),
+        title="\n".join(note),
         title_fontsize=8,
     )
 
@@ -435,12 +472,14 @@ def _draw_curve(
     _draw_intervals(ax, points, x, y, color, alpha, floor)
     size = 4.5 if marker != "D" else 3.5
     _draw_markers(ax, x, y, n >= HOLLOW_BELOW, marker, color, size)
-    offset = (3, 3) if _is_causal(points[0]) else (3, -8)
+    # n: causal above-left, correlational below-right, so that the labels of a causal point and
+    # a bin at the same count sit on opposite sides, off both markers
+    offset, align = ((-4, 4), "right") if _is_causal(points[0]) else ((4, -9), "left")
     for xi, yi, ni in zip(x, y, n):
         if math.isfinite(xi) and math.isfinite(yi):
             ax.annotate(
                 str(ni), (xi, yi), xytext=offset, textcoords="offset points", fontsize=6,
-                color=color,
+                color=color, ha=align,
             )
     return Line2D([], [], linestyle=style, marker=marker, color=color, markersize=size)
 

@@ -9,6 +9,8 @@ Examples::
     python -m cfl_lightning analyze ENTITY/PROJECT/SWEEP_ID ENTITY/PROJECT/SWEEP_ID2 --output f.png
     python -m cfl_lightning analyze runs/sweeps/parity_* --export-results parity.jsonl
     python -m cfl_lightning analyze parity.jsonl --output figures/parity.png
+    python -m cfl_lightning analyze runs/ --target 'symbol:*' --metric kl_target --output p.png
+    python -m cfl_lightning analyze docs/headline/results.jsonl --plan docs/headline/plan_v1.yaml
 
 An input is a directory (every ``results.json`` below it is read), a ``.jsonl`` file (one
 results object per line, as ``--export-results`` writes them), or a W&B sweep path
@@ -32,31 +34,48 @@ and the CSV (``excluded_min_visits``, ``no_value``) say how many per curve. Resu
 cannot be read, or that hold a wrong type in a key the analysis reads, are skipped and named on
 stderr; in a ``.jsonl`` input such a line is an error naming the file and line.
 
-``--export-results OUT.jsonl`` writes the runs read (every repeat; only those about the
-targets) as JSON Lines in a compact form: the keys the analysis reads, each run's per-event
-values for the targets only, and the config cut down to what identifies the point. Analysing
-the export with the same ``--target`` options gives the same CSV as analysing the inputs.
+A pooled target (``--target 'symbol:*'``, ``'state:*'``, ``'transition:*'``) puts every event of
+that kind of every run at its own count (realized, or intervened for a causal run's event): one
+curve per architecture and setting. The automaton stays the independent unit: a point's pairs
+are reduced to one mean per automaton before its mean and interval, ``n`` counts automata and the
+CSV's ``pairs``/``gap_pairs`` columns the (run, event) pairs; stdout gives the gap table under
+both measures (weighted ``kl_target`` and unweighted ``kl_target_unweighted``).
+
+``--export-results OUT.jsonl`` writes the runs read (every repeat) as JSON Lines in a compact
+form: the keys the analysis reads, the config cut down to what identifies the point, and the
+per-event values (``occurrences``, ``kl``, ``kl_unweighted``, ``test_visits``): every event of
+every run without ``--target``, the targets' only with it. Analysing the export with the same
+``--target`` options gives the same CSV as analysing the inputs. An export with no run to write
+is an error.
+
+``--plan PLAN.yaml`` evaluates a plan of pre-registered contrasts
+(:mod:`cfl_lightning.analysis.plan`) on the runs read and prints its tables and verdict, under
+both measures unless the plan names its ``measures``; with ``--output`` the curves take the
+plan's target and bins (unless ``--edges`` is given).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import re
 import sys
 from pathlib import Path
 
+from cfl_lightning.analysis.pooling import is_pooled
+from cfl_lightning.analysis.report import (
+    BINNINGS,
+    DEFAULT_METRIC,
+    FORMATS,
+    METRICS,
+    gap_table,
+    input_kind,
+    model_label,
+)
 from cfl_lightning.cli.common import ArgumentParser, command_args, edges_type, run_command
 
 __all__ = ["main", "build_parser", "check_args", "analyze", "input_kind", "gap_table"]
 
 PROG = "python -m cfl_lightning analyze"
-METRICS = ("kl_target", "kl_target_unweighted", "kl_total")
-DEFAULT_METRIC = "kl_target_unweighted"
-BINNINGS = ("quantile", "log", "linear")
-FORMATS = ("png", "pdf", "svg")
 SHOWN_PROBLEMS = 5  # skipped runs named one per line on stderr; the rest are counted
-_WANDB_PART = re.compile(r"[A-Za-z0-9_.-]+")
 
 
 def build_parser() -> ArgumentParser:
@@ -106,7 +125,18 @@ def _add_input_arguments(parser: ArgumentParser) -> None:
         "--target",
         action="append",
         metavar="EVENT",
-        help="target event, e.g. state:odd (repeatable; default: the causal runs' targets)",
+        help=(
+            "target event, e.g. state:odd, or a pooled target, e.g. 'symbol:*' (every symbol of "
+            "every run; intervals over automata) (repeatable; default: the causal runs' targets)"
+        ),
+    )
+    parser.add_argument(
+        "--plan",
+        metavar="PLAN.yaml",
+        help=(
+            "evaluate a plan of pre-registered contrasts (bins, counts, contrasts, claims) and "
+            "print its tables and verdict under both measures"
+        ),
     )
 
 
@@ -143,46 +173,6 @@ def _add_curve_arguments(parser: ArgumentParser) -> None:
     )
 
 
-def _sweep_path(text: str) -> str | None:
-    """``ENTITY/PROJECT/SWEEP_ID`` (also from ``ENTITY/PROJECT/sweeps/SWEEP_ID``), else None."""
-    parts = text.strip("/").split("/")
-    if len(parts) == 4 and parts[2] == "sweeps":
-        parts = [parts[0], parts[1], parts[3]]
-    return "/".join(parts) if len(parts) == 3 and all(parts) else None
-
-
-def input_kind(item: str) -> tuple[str, str]:
-    """What an input names: ``("dir", path)``, ``("jsonl", path)`` or ``("wandb", sweep)``.
-
-    A W&B sweep is ``ENTITY/PROJECT/SWEEP_ID`` (or ``ENTITY/PROJECT/sweeps/SWEEP_ID``): three
-    names of letters, digits, ``_``, ``.`` and ``-``, no leading ``/``, ``.`` or ``~``, and a
-    first part that is not a local directory. Anything else is a local path.
-
-    Raises:
-        CflError: a local path that does not exist, or is a file but not ``.jsonl``.
-    """
-    from cfl_lightning.errors import CflError
-
-    if os.path.isdir(item):
-        return "dir", item
-    if item.endswith(".jsonl") and os.path.isfile(item):
-        return "jsonl", item
-    if os.path.exists(item):
-        raise CflError(f"{item}: not a directory nor a .jsonl file of results")
-    sweep = _sweep_path(item)
-    local = (
-        item.startswith(("/", ".", "~"))
-        or item.endswith(".jsonl")
-        or os.path.isdir(item.split("/", 1)[0])
-    )
-    names = sweep.split("/") if sweep else []
-    if names and not local and all(_WANDB_PART.fullmatch(p) and p.strip(".") for p in names):
-        return "wandb", sweep
-    raise CflError(
-        f"{item}: no such directory or file (a W&B sweep is written ENTITY/PROJECT/SWEEP_ID)"
-    )
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = command_args(argv, "analyze")
     parser = build_parser()
@@ -195,8 +185,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def check_args(args: argparse.Namespace) -> str | None:
     """The first problem with parsed ``analyze`` arguments (a usage error), or None."""
-    if args.output is None and args.export_results is None:
-        return "give --output FIGURE, --export-results OUT.jsonl, or both"
+    if args.output is None and args.export_results is None and args.plan is None:
+        return "give --output FIGURE, --export-results OUT.jsonl, or both (or --plan PLAN.yaml)"
+    if args.plan is not None and args.target:
+        return "--plan names its own target: leave out --target"
     if args.output is not None and Path(args.output).suffix.lstrip(".").lower() not in FORMATS:
         return f"--output must end in .png, .pdf or .svg, got {args.output!r}"
     if args.export_results is not None and not args.export_results.endswith(".jsonl"):
@@ -217,56 +209,46 @@ def check_args(args: argparse.Namespace) -> str | None:
 def analyze(args: argparse.Namespace) -> int:
     """Run the analysis of checked arguments (:func:`check_args`): read the inputs, then write
     the export, the CSV and the figure; stderr says what was read and left out, stdout holds the
-    gap table. Every check comes first: nothing is written when the analysis is refused.
+    gap table (and the plan's tables). Every check comes first: nothing is written when the
+    analysis is refused.
 
     Returns:
         0.
 
     Raises:
-        CflError: no results, a target no run is about, or nothing to plot.
+        CflError: no results, a target no run is about, nothing to plot or to export, a bad plan.
     """
-    from cfl_lightning.analysis.aggregate import default_targets, expand_correlational
+    from cfl_lightning.analysis import report
     from cfl_lightning.errors import CflError
 
-    records, jsonl_inputs = _load(args.inputs)
+    plan = None
+    if args.plan is not None:
+        from cfl_lightning.analysis.plan import load_plan
+
+        plan = load_plan(args.plan)
+    inputs = report.read_inputs(args.inputs)
+    _report_skipped(inputs.problems, len(inputs.records))
+    records = inputs.records
     if not records:
         raise CflError(f"no results found in {' '.join(args.inputs)}")
-    targets = args.target or default_targets(records)
-    known = {r.event for r in records if r.event is not None}
-    for r in records:
-        known.update(r.occurrences or ())
-    unknown = [t for t in targets if t not in known]
-    if unknown:
-        raise CflError(
-            f"no runs about target {unknown[0]}; found: {', '.join(sorted(known)) or 'none'}"
-        )
+    targets, events = report.resolve_targets(records, [plan.target] if plan else args.target)
+    tables = _plan_text(records, plan) if plan is not None else ""
     output = None if args.output is None else Path(args.output)
-    expanded = expand_correlational(records, targets)
-    curves = _curves(expanded, targets, args) if output is not None else None
+    curves = _curves(records, targets, events, args, plan) if output is not None else None
     if args.export_results is not None:
-        _export(records, targets, args.export_results, jsonl_inputs)
+        _export(records, args.target and events, args.export_results, inputs.jsonl)
     if curves is not None:
-        _write(*curves, len(records), targets, output, args)
+        _write(curves, len(records), targets, output, args)
+    sys.stdout.write(tables)
     return 0
 
 
-def _load(inputs: list[str]) -> tuple[list, list[str]]:
-    """Every input's records (skipped results reported on stderr), and the .jsonl inputs."""
-    from cfl_lightning.analysis.records import load_jsonl, load_results, load_wandb_sweep
+def _plan_text(records: list, plan: object) -> str:
+    """The plan's tables and verdict (Markdown)."""
+    from cfl_lightning.analysis.plan import evaluate_plan
+    from cfl_lightning.analysis.plan_table import format_plan
 
-    records, problems, jsonl_inputs = [], [], []
-    for kind, path in [input_kind(item) for item in inputs]:  # every input checked first
-        if kind == "dir":
-            found, skipped = load_results(path)
-        elif kind == "jsonl":
-            found, skipped = load_jsonl(path), []
-            jsonl_inputs.append(path)
-        else:
-            found, skipped = load_wandb_sweep(path)
-        records += found
-        problems += skipped
-    _report_skipped(problems, len(records))
-    return records, jsonl_inputs
+    return format_plan(evaluate_plan(records, plan))
 
 
 def _report_skipped(problems: list[str], kept: int) -> None:
@@ -281,74 +263,60 @@ def _report_skipped(problems: list[str], kept: int) -> None:
         sys.stderr.write(f"{PROG}:   ... and {len(problems) - SHOWN_PROBLEMS} more\n")
 
 
-def _export(records: list, targets: list[str], path: str, inputs: list[str]) -> None:
-    """Write the runs about ``targets`` as compact JSON Lines and say how large it is."""
-    from cfl_lightning.analysis.aggregate import for_target
-    from cfl_lightning.analysis.records import write_jsonl
+def _export(records: list, events: list[str] | None, path: str, inputs: list[str]) -> None:
+    """Write the runs about ``events`` (None: every run, every event) as compact JSON Lines and
+    say how large it is."""
+    import os
 
-    about = [
-        r
-        for r in records
-        if r.event in targets
-        or (r.setting == "correlational" and any(for_target(r, t) for t in targets))
-    ]
-    lines = write_jsonl(about, path, events=targets, inputs=inputs)
+    from cfl_lightning.analysis.records import write_jsonl
+    from cfl_lightning.analysis.report import export_selection
+
+    about, what = export_selection(records, events)
+    lines = write_jsonl(about, path, events=events, inputs=inputs)
     size = ""
     if os.path.isfile(path):  # not a pipe
         total = os.path.getsize(path)
         size = f": {total:,} bytes, {total / max(lines, 1):,.0f} bytes per run"
     sys.stderr.write(
-        f"{PROG}: exported {lines} of {len(records)} run(s) (those about "
-        f"{', '.join(targets)}) to {path}{size}\n"
+        f"{PROG}: exported {lines} of {len(records)} run(s) ({what}) to {path}{size}\n"
     )
 
 
-def _curves(expanded: list, targets: list[str], args) -> tuple[list, int]:
-    """The curve points of the runs ``expanded`` per target (stderr: what was left out), and
-    the number of run/target points after best-of-repeats.
+def _curves(records: list, targets: list[str], events: list[str], args, plan) -> object:
+    """The curves (:func:`~cfl_lightning.analysis.report.build_curves`); stderr: what was left
+    out. A plan gives its bins as edges unless ``--edges`` is given."""
+    from dataclasses import replace
 
-    Raises:
-        CflError: no point to plot.
-    """
-    from cfl_lightning.analysis.aggregate import aggregate, best_of_repeats, split_by_visits
+    from cfl_lightning.analysis.report import build_curves
     from cfl_lightning.errors import CflError
 
-    best = best_of_repeats(expanded)
-    about = [r for r in best if r.event in targets]
-    split = split_by_visits(about, args.min_visits)
-    _report_visits(about, split, args.min_visits)
-    rows = aggregate(
-        best,
-        metric=args.metric,
-        bins=args.bins,
-        binning=args.binning,
-        targets=targets,
-        min_visits=args.min_visits,
-        edges=args.edges,
-    )
-    if not rows:
-        valueless = sum(getattr(r, args.metric) is None for r in split.kept)
-        raise CflError(
-            f"nothing to plot: {len(about)} run/target point(s) about {', '.join(targets)}; "
-            f"{sum(split.excluded.values())} below --min-visits {args.min_visits}, "
-            f"{valueless} without a value of {args.metric}"
-        )
+    edges = args.edges if args.edges is not None or plan is None else list(plan.bins)
+    options = dict(bins=args.bins, binning=args.binning, edges=edges, min_visits=args.min_visits)
+    curves = build_curves(records, targets, events, metric=args.metric, **options)
+    _report_visits(curves.about, curves.split, args.min_visits)
+    rows = curves.rows
     missing = {(r.target, r.model, r.setting, r.num_strings): r.no_value for r in rows}
     if sum(missing.values()):
         sys.stderr.write(
             f"{PROG}: left out {sum(missing.values())} run(s) without a value of "
             f"{args.metric} (unknown, not 0): {_per_curve(missing)}\n"
         )
-    return rows, len(best)
+    if any(is_pooled(t) for t in targets):  # both measures side by side
+        other = "kl_target" if args.metric != "kl_target" else "kl_target_unweighted"
+        try:
+            other_curves = build_curves(records, targets, events, metric=other, **options)
+            curves = replace(curves, other=(other, other_curves))
+        except CflError:
+            sys.stderr.write(f"{PROG}: no point has a value of {other} (the other measure)\n")
+    return curves
 
 
-def _write(
-    rows: list, num_best: int, num_records: int, targets: list[str], output: Path, args
-) -> None:
-    """The CSV, the figure, a summary on stderr and the gap table on stdout."""
+def _write(curves: object, num_records: int, targets: list[str], output: Path, args) -> None:
+    """The CSV, the figure, a summary on stderr and the gap table(s) on stdout."""
     from cfl_lightning.analysis.aggregate import quantity_name, write_table
     from cfl_lightning.analysis.plot import plot_curves, undrawable
 
+    rows = curves.rows
     table = output.with_suffix(".csv")
     write_table(rows, table)
     plot_curves(
@@ -361,61 +329,21 @@ def _write(
     sys.stderr.write(f"{PROG}: y axis: {args.metric} ({', '.join(names)})\n")
     settings = sorted({r.setting for r in rows})
     sys.stderr.write(
-        f"{PROG}: {num_records} runs ({num_best} run/target points after best-of-repeats), "
-        f"{len({r.target for r in rows})} target(s), {', '.join(settings)}; "
+        f"{PROG}: {num_records} runs ({curves.num_best} run/target points after "
+        f"best-of-repeats), {len({r.target for r in rows})} target(s), {', '.join(settings)}; "
         f"wrote {output} and {table}\n"
     )
-    sys.stdout.write(gap_table(rows))
-
-
-def gap_table(rows: list) -> str:
-    """stdout text: how many causal points have a gap interval, and those that exclude no gap."""
-    import math
-
-    from cfl_lightning.analysis.stats import GAP_FACTOR, excludes_no_gap
-
-    with_gap = [r for r in rows if r.gap_kind is not None]
-    with_interval = [r for r in with_gap if math.isfinite(r.gap_ci_low)]
-    shown = [r for r in with_interval if excludes_no_gap(r.gap_kind, r.gap_ci_low, r.gap_ci_high)]
-    factor = "sqrt2" if math.isclose(GAP_FACTOR, math.sqrt(2.0)) else f"{GAP_FACTOR:.3g}"
-    head = (
-        f"gap at each causal count N: causal mean vs the correlational runs with x in "
-        f"[N/{factor}, N*{factor}] (ratio, or difference for signed quantities), "
-        f"95% interval over automata\n"
-        f"{len(with_gap)} causal point(s) have such runs, {len(with_interval)} an interval; "
-        f"{len(shown)} exclude no gap (ratio 1, difference 0)"
-    )
-    if not shown:
-        return head + "\n"
-    table = [("target", "model", "setting", "N", "kind", "gap", "95% interval", "n", "gap_n")]
-    for r in shown:
-        table.append(
-            (
-                r.target,
-                _short(r.model),
-                r.setting,
-                f"{r.x:g}",
-                r.gap_kind,
-                f"{r.gap:.3g}",
-                f"[{r.gap_ci_low:.3g}, {r.gap_ci_high:.3g}]",
-                str(r.n),
-                str(r.gap_n),
-            )
-        )
-    widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() for line in table]
-    return head + ":\n" + "\n".join(lines) + "\n"
-
-
-def _short(model: str) -> str:
-    """``LSTMLanguageModel`` -> ``LSTM``."""
-    return model[: -len("LanguageModel")] if model.endswith("LanguageModel") else model
+    if curves.other is None:
+        sys.stdout.write(gap_table(rows))
+        return
+    for metric, these in ((args.metric, rows), (curves.other[0], curves.other[1].rows)):
+        sys.stdout.write(f"measure {metric}:\n{gap_table(these)}")
 
 
 def _curve_text(key: tuple) -> str:
     """``(target, model, setting, num_strings)`` -> ``state:odd LSTM causal_exact``."""
     target, model, setting, _ = key
-    return f"{target} {_short(model)} {setting}"
+    return f"{target} {model_label(model)} {setting}"
 
 
 def _per_curve(counts: dict) -> str:

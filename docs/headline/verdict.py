@@ -2,6 +2,15 @@
 
     python docs/headline/verdict.py docs/headline/results.jsonl
 
+The same contrasts are now a plan file evaluated by the product, under both measures (the
+unweighted and the p_pi-weighted contribution), with a verdict per claim:
+
+    python -m cfl_lightning analyze docs/headline/results.jsonl --plan docs/headline/plan_v1.yaml
+
+tests/test_analysis_plan.py holds that evaluation to this script's numbers. This script stays
+only because docs/headline_study.md quotes its output verbatim (tests/test_docs.py checks the
+quote); once the doc quotes ``analyze --plan`` instead, it can go.
+
 Reads the study's compact results (``analyze --export-results``), keeps the best repeat per
 corpus (there is one), and prints, per architecture, the per-bin / per-count means of the
 per-symbol contribution of ``a`` (``kl_target_unweighted``, nats per visit) with 95% intervals,

@@ -1,0 +1,409 @@
+"""Pre-registered contrasts: a plan file (YAML) evaluated into a table and a verdict.
+
+A plan names the target, the correlational bins, the causal counts, the contrasts and the claims
+they decide, before anything trains; :func:`evaluate_plan` computes every contrast for every
+architecture under each measure (by default both readings of the paper's measure: the
+unweighted per-target contribution ``kl_target_unweighted`` and the ``p_pi``-weighted
+``kl_target``), and :func:`~cfl_lightning.analysis.plan_table.format_plan` writes the tables.
+Example (``docs/headline/plan_v1.yaml``)::
+
+    name: headline study, version 1
+    target: symbol:a            # or a pooled target: symbol:*
+    causal: causal_exact        # the causal arm's setting (default causal_exact; against
+                                # causal_at_least_once, bins count strings containing the target)
+    measures: [kl_target_unweighted, kl_target]
+    min_visits: 1
+    bins: [100, 141, 200, 283, 400, 566, 800, 1131, 1600]   # [E_i, E_i+1), named by E_i
+    counts: [125, 250, 500, 1000]
+    contrasts:
+      - {name: C1, bin_difference: [200, 100], expect: above}
+      - {name: D1, count_difference: [250, 125], expect: below}
+      - {name: G125, gap: 125, expect: nonzero}
+    claims:
+      - {name: correlational rise, contrasts: [C1]}
+      - {name: causal-correlational gap, contrasts: [G125], rule: any}
+
+Contrasts (every interval 95%, over automata; a pooled target's pairs are first reduced to one
+mean per automaton, :mod:`cfl_lightning.analysis.pooling`):
+
+* ``bin_difference: [A, B]``: mean of correlational bin A minus bin B (different automata:
+  Welch's interval);
+* ``count_difference: [A, B]``: causal count A minus count B, paired over the automata trained
+  at both (Student-t interval of the paired differences);
+* ``gap: N``: the causal mean at N against the correlational runs whose realized count lies in
+  [N/sqrt2, N*sqrt2], as ``analyze`` computes it
+  (:func:`~cfl_lightning.analysis.aggregate.gap_kind`: a difference for per-symbol and
+  per-transition values, else a ratio; Welch / delta method).
+
+Decision rule of a contrast (``expect``): ``above`` (``below``) -- *reproduced* when the whole
+interval lies above (below) "no effect" (0, or 1 for a ratio), *not reproduced* when it lies on
+the other side, *not resolved* when it holds "no effect" or there is no interval; ``nonzero``
+-- *reproduced* when it excludes "no effect", else *not resolved*. A claim combines its
+contrasts by ``rule``: ``all`` (default: reproduced when every contrast is, not reproduced when
+any is not, else not resolved) or ``any`` (reproduced when one is, not reproduced when all are
+not, else not resolved).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cfl_lightning.analysis.pooling import cluster_means
+from cfl_lightning.analysis.records import METRICS, SETTINGS, RunRecord
+from cfl_lightning.analysis.stats import (
+    GAP_FACTOR,
+    gap_interval,
+    mean_sem,
+    no_gap,
+    t_interval,
+)
+from cfl_lightning.errors import CflError
+
+__all__ = [
+    "Plan",
+    "Contrast",
+    "Claim",
+    "Estimate",
+    "PlanResult",
+    "EXPECTATIONS",
+    "VERDICTS",
+    "load_plan",
+    "parse_plan",
+    "decide",
+    "combine",
+    "evaluate_plan",
+]
+
+EXPECTATIONS = ("above", "below", "nonzero")
+VERDICTS = ("reproduced", "not reproduced", "not resolved")
+CONTRAST_KINDS = ("bin_difference", "count_difference", "gap")
+RULES = ("all", "any")
+DEFAULT_MEASURES = ("kl_target_unweighted", "kl_target")
+
+
+@dataclass(frozen=True)
+class Contrast:
+    """One pre-registered contrast: ``kind`` (:data:`CONTRAST_KINDS`), its operands (two bins'
+    lower edges, two counts, or one count) and the expected direction."""
+
+    name: str
+    kind: str
+    operands: tuple[float, ...]
+    expect: str
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A claim decided by contrasts under ``rule`` (``all`` or ``any``)."""
+
+    name: str
+    contrasts: tuple[str, ...]
+    rule: str = "all"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A parsed plan file (see the module docstring)."""
+
+    name: str
+    target: str
+    causal: str
+    measures: tuple[str, ...]
+    min_visits: int
+    bins: tuple[float, ...]
+    counts: tuple[float, ...]
+    contrasts: tuple[Contrast, ...]
+    claims: tuple[Claim, ...]
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A mean or a contrast with its 95% interval over automata.
+
+    ``n`` counts automata (``n_other`` the second arm's, for two-sample contrasts), ``pairs``
+    the (run, event) pairs behind them; ``reference`` is "no effect" (0, or 1 for a ratio);
+    ``kind`` is ``difference``, ``paired`` or ``ratio`` (means: ``mean``).
+    """
+
+    value: float
+    low: float
+    high: float
+    n: int
+    pairs: int
+    n_other: int | None = None
+    pairs_other: int | None = None
+    kind: str = "mean"
+    reference: float = 0.0
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    """The plan evaluated: per ``(measure, model)`` the bins, counts, contrasts, verdicts."""
+
+    plan: Plan
+    models: tuple[str, ...]
+    bins: dict[tuple[str, str, float], Estimate]
+    counts: dict[tuple[str, str, float], Estimate]
+    contrasts: dict[tuple[str, str, str], Estimate]
+    contrast_verdicts: dict[tuple[str, str, str], str]
+    claim_verdicts: dict[tuple[str, str, str], str]
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def load_plan(path: str | os.PathLike) -> Plan:
+    """Read and check a plan file.
+
+    Raises:
+        CflError: the file cannot be read, is not YAML, or a key is missing or wrong (one line
+            naming the file and the key).
+    """
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = yaml.safe_load(handle)
+    except OSError as err:
+        raise CflError(f"{os.fspath(path)}: cannot read the plan ({err.strerror or err})") from None
+    except yaml.YAMLError as err:
+        raise CflError(f"{os.fspath(path)}: not YAML ({str(err).splitlines()[0]})") from None
+    return parse_plan(data, os.fspath(path))
+
+
+def _numbers(value: Any, key: str, where: str, size: int | None = None) -> tuple[float, ...]:
+    if not isinstance(value, list) or not value or any(
+        isinstance(v, bool) or not isinstance(v, (int, float)) for v in value
+    ) or (size is not None and len(value) != size):
+        need = f"{size} numbers" if size else "a list of numbers"
+        raise CflError(f"{where}: {key}: expected {need}, got {value!r}")
+    return tuple(float(v) for v in value)
+
+
+def _contrast(item: Any, plan: Mapping[str, Any], where: str) -> Contrast:
+    """One entry of ``contrasts``, its operands checked against the plan's bins and counts."""
+    if not isinstance(item, Mapping) or not isinstance(item.get("name"), str):
+        raise CflError(f"{where}: contrasts: each needs a name, got {item!r}")
+    name = item["name"]
+    kinds = [k for k in CONTRAST_KINDS if k in item]
+    if len(kinds) != 1:
+        raise CflError(f"{where}: contrast {name}: give one of {', '.join(CONTRAST_KINDS)}")
+    kind = kinds[0]
+    if kind == "gap":
+        operands = _numbers([item[kind]], f"contrast {name}: gap", where, 1)
+    else:
+        operands = _numbers(item[kind], f"contrast {name}: {kind}", where, 2)
+    allowed = plan["bins"][:-1] if kind == "bin_difference" else plan["counts"]
+    for value in operands:
+        if value not in allowed:
+            what = "a bin's lower edge" if kind == "bin_difference" else "one of the counts"
+            raise CflError(f"{where}: contrast {name}: {value:g} is not {what}")
+    expect = item.get("expect")
+    if expect not in EXPECTATIONS:
+        raise CflError(
+            f"{where}: contrast {name}: expect must be one of {', '.join(EXPECTATIONS)}, "
+            f"got {expect!r}"
+        )
+    return Contrast(name, kind, operands, expect)
+
+
+def _claim(item: Any, names: set[str], where: str) -> Claim:
+    if not isinstance(item, Mapping) or not isinstance(item.get("name"), str):
+        raise CflError(f"{where}: claims: each needs a name, got {item!r}")
+    contrasts = item.get("contrasts")
+    if not isinstance(contrasts, list) or not contrasts:
+        raise CflError(f"{where}: claim {item['name']}: contrasts: expected a list of names")
+    unknown = [c for c in contrasts if c not in names]
+    if unknown:
+        raise CflError(f"{where}: claim {item['name']}: no contrast named {unknown[0]!r}")
+    rule = item.get("rule", "all")
+    if rule not in RULES:
+        raise CflError(f"{where}: claim {item['name']}: rule must be all or any, got {rule!r}")
+    return Claim(item["name"], tuple(contrasts), rule)
+
+
+def parse_plan(data: Any, where: str = "plan") -> Plan:
+    """A :class:`Plan` from a plan file's parsed YAML (see :func:`load_plan`)."""
+    if not isinstance(data, Mapping):
+        raise CflError(f"{where}: expected a mapping of plan keys")
+    target = data.get("target")
+    if not isinstance(target, str) or ":" not in target:
+        raise CflError(f"{where}: target: expected an event such as symbol:a or symbol:*")
+    measures = tuple(data.get("measures") or DEFAULT_MEASURES)
+    wrong = [m for m in measures if m not in METRICS]
+    if wrong:
+        raise CflError(f"{where}: measures: {wrong[0]!r} is not one of {', '.join(METRICS)}")
+    bins = _numbers(data.get("bins"), "bins", where)
+    if len(bins) < 2 or any(not b > a for a, b in zip(bins, bins[1:])):
+        raise CflError(f"{where}: bins: expected at least two increasing edges, got {list(bins)}")
+    checked = {"bins": bins, "counts": _numbers(data.get("counts"), "counts", where)}
+    contrasts = tuple(_contrast(c, checked, where) for c in data.get("contrasts") or [])
+    if not contrasts:
+        raise CflError(f"{where}: contrasts: expected at least one")
+    names = [c.name for c in contrasts]
+    if len(set(names)) != len(names):
+        raise CflError(f"{where}: contrasts: names must differ")
+    causal = data.get("causal", SETTINGS["exact"])
+    if causal not in set(SETTINGS.values()) - {"correlational"}:
+        raise CflError(f"{where}: causal: expected causal_exact, causal_at_least or "
+                       f"causal_at_least_once, got {causal!r}")
+    min_visits = data.get("min_visits", 1)
+    if isinstance(min_visits, bool) or not isinstance(min_visits, int) or min_visits < 0:
+        raise CflError(f"{where}: min_visits: expected an integer >= 0, got {min_visits!r}")
+    return Plan(
+        name=str(data.get("name", where)),
+        target=target,
+        causal=causal,
+        measures=measures,
+        min_visits=min_visits,
+        bins=bins,
+        counts=checked["counts"],
+        contrasts=contrasts,
+        claims=tuple(_claim(c, set(names), where) for c in data.get("claims") or []),
+    )
+
+
+# --------------------------------------------------------------------------- deciding
+
+
+def decide(estimate: Estimate, expect: str) -> str:
+    """The verdict of one contrast under its expectation (module docstring)."""
+    low, high, ref = estimate.low, estimate.high, estimate.reference
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return "not resolved"
+    if expect == "nonzero":
+        return "reproduced" if low > ref or high < ref else "not resolved"
+    expected = low > ref if expect == "above" else high < ref
+    opposite = high < ref if expect == "above" else low > ref
+    return "reproduced" if expected else "not reproduced" if opposite else "not resolved"
+
+
+def combine(verdicts: Sequence[str], rule: str = "all") -> str:
+    """A claim's verdict from its contrasts' (module docstring)."""
+    if rule == "all":
+        if all(v == "reproduced" for v in verdicts):
+            return "reproduced"
+        return "not reproduced" if "not reproduced" in verdicts else "not resolved"
+    if "reproduced" in verdicts:
+        return "reproduced"
+    return "not reproduced" if all(v == "not reproduced" for v in verdicts) else "not resolved"
+
+
+# --------------------------------------------------------------------------- evaluating
+
+
+@dataclass(frozen=True)
+class _Arms:
+    """One model's values under one measure: correlational ``[(x, value, automaton)]`` and
+    causal ``{count: {automaton: [values]}}``."""
+
+    corr: list[tuple[float, float, str]]
+    causal: dict[float, dict[str, list[float]]]
+
+    def bin(self, low: float, high: float) -> tuple[list[float], int]:
+        inside = [(v, a) for x, v, a in self.corr if low <= x < high]
+        return cluster_means([v for v, _ in inside], [a for _, a in inside])
+
+    def near(self, count: float) -> tuple[list[float], int]:
+        low, high = count / GAP_FACTOR, count * GAP_FACTOR
+        inside = [(v, a) for x, v, a in self.corr if low <= x <= high]
+        return cluster_means([v for v, _ in inside], [a for _, a in inside])
+
+    def at(self, count: float) -> dict[str, float]:
+        """One value per automaton at a causal count (the mean of its pairs)."""
+        return {a: cluster_means(v, [a] * len(v))[0][0] for a, v in
+                self.causal.get(count, {}).items()}
+
+
+def _arms(records: Iterable[RunRecord], measure: str, causal: str) -> dict[str, _Arms]:
+    """Per model, the runs' values; a correlational run's x is its realized count, or (for an
+    at-least-once causal arm) its realized number of strings containing the target."""
+    corr: dict[str, list] = defaultdict(list)
+    counts: dict[str, dict] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
+    strings = causal == SETTINGS["at_least_once"]
+    for r in records:
+        value = getattr(r, measure)
+        if value is None:
+            continue
+        x = r.realized_strings if strings else r.realized_count
+        if r.setting == "correlational" and x is not None:
+            corr[r.model].append((float(x), value, r.automaton_id))
+        elif r.setting == causal and r.count is not None:
+            counts[r.model][float(r.count)][r.automaton_id].append(value)
+    return {m: _Arms(corr.get(m, []), counts.get(m, {})) for m in {*corr, *counts}}
+
+
+def _mean(values: Sequence[float], pairs: int) -> Estimate:
+    mean, _, n = mean_sem(values)
+    return Estimate(mean, *t_interval(values), n=n, pairs=pairs)
+
+
+def _contrast_value(arms: _Arms, contrast: Contrast, plan: Plan, kind: str) -> Estimate:
+    """One contrast of one model (module docstring)."""
+    if contrast.kind == "count_difference":
+        first, second = (arms.at(c) for c in contrast.operands)
+        paired = [first[a] - second[a] for a in first if a in second]
+        mean, _, n = mean_sem(paired)
+        return Estimate(mean, *t_interval(paired), n=n, pairs=n, kind="paired")
+    if contrast.kind == "bin_difference":
+        edges = dict(zip(plan.bins, plan.bins[1:]))
+        (a, pa), (b, pb) = (arms.bin(e, edges[e]) for e in contrast.operands)
+        gap = gap_interval(a, b, "difference")
+        return Estimate(gap.value, gap.low, gap.high, gap.n_causal, pa, gap.n_corr, pb,
+                        kind="difference")
+    count = contrast.operands[0]
+    causal = list(arms.at(count).values())
+    near, pairs = arms.near(count)
+    gap = gap_interval(causal, near, kind)
+    return Estimate(gap.value, gap.low, gap.high, gap.n_causal, gap.n_causal, gap.n_corr,
+                    pairs, kind=kind, reference=no_gap(kind))
+
+
+def evaluate_plan(records: Iterable[RunRecord], plan: Plan) -> PlanResult:
+    """Every bin, count, contrast and claim of ``plan`` per measure and architecture.
+
+    ``records`` are the runs read (any targets); the best repeat is kept per corpus and the runs
+    about the plan's target (pooled: every event of its kind) are used, those whose target the
+    test strings visit fewer than ``min_visits`` times left out.
+    """
+    from cfl_lightning.analysis.aggregate import (
+        best_of_repeats,
+        expand_correlational,
+        gap_kind,
+        split_by_visits,
+    )
+    from cfl_lightning.analysis.pooling import concrete_targets, pool_records
+    from cfl_lightning.analysis.report import known_events
+
+    records = list(records)
+    events = concrete_targets([plan.target], known_events(records))
+    best = pool_records(best_of_repeats(expand_correlational(records, events)), [plan.target])
+    best = split_by_visits(best, plan.min_visits).kept
+    if not best:
+        raise CflError(f"no runs about the plan's target {plan.target}")
+    out: dict[str, dict] = {k: {} for k in ("bins", "counts", "contrasts", "cv", "claims")}
+    models = sorted({r.model for r in best})
+    for measure in plan.measures:
+        kind = gap_kind(measure, plan.target, [getattr(r, measure) for r in best])
+        for model, arms in _arms(best, measure, plan.causal).items():
+            for low, high in zip(plan.bins, plan.bins[1:]):
+                out["bins"][(measure, model, low)] = _mean(*arms.bin(low, high))
+            for count in plan.counts:
+                values = arms.causal.get(count, {})
+                out["counts"][(measure, model, count)] = _mean(
+                    list(arms.at(count).values()), sum(len(v) for v in values.values())
+                )
+            for contrast in plan.contrasts:
+                key = (measure, model, contrast.name)
+                out["contrasts"][key] = estimate = _contrast_value(arms, contrast, plan, kind)
+                out["cv"][key] = decide(estimate, contrast.expect)
+            for claim in plan.claims:
+                verdicts = [out["cv"][(measure, model, c)] for c in claim.contrasts]
+                out["claims"][(measure, model, claim.name)] = combine(verdicts, claim.rule)
+    return PlanResult(plan, tuple(models), out["bins"], out["counts"], out["contrasts"],
+                      out["cv"], out["claims"])

@@ -1,0 +1,102 @@
+"""The evaluated plan as Markdown tables (:func:`format_plan`): per measure and architecture the
+bins, the causal counts, the contrasts with their verdicts and the claims, then one verdict
+table of every claim under every measure and architecture."""
+
+from __future__ import annotations
+
+import math
+
+from cfl_lightning.analysis.plan import Estimate, PlanResult
+from cfl_lightning.analysis.pooling import is_pooled
+
+__all__ = ["format_plan", "number", "interval"]
+
+
+def number(x: float) -> str:
+    """Three decimals, or ``–`` where there is no value."""
+    return "–" if not math.isfinite(x) else f"{x:.3f}"
+
+
+def interval(e: Estimate) -> str:
+    """``[low, high]``, or ``–`` without an interval."""
+    return "–" if not math.isfinite(e.low) else f"[{number(e.low)}, {number(e.high)}]"
+
+
+def _label(model: str) -> str:
+    return model[: -len("LanguageModel")] if model.endswith("LanguageModel") else model
+
+
+def _n(e: Estimate, pooled: bool) -> str:
+    """``16`` or ``16 vs 6``; with the pairs where the target is pooled."""
+    n = str(e.n) if e.n_other is None else f"{e.n} vs {e.n_other}"
+    if not pooled:
+        return n
+    pairs = str(e.pairs) if e.pairs_other is None else f"{e.pairs} vs {e.pairs_other}"
+    return f"{n} ({pairs} pairs)"
+
+
+def _what(contrast, estimate: Estimate) -> str:
+    a = contrast.operands
+    if contrast.kind == "bin_difference":
+        return f"{contrast.name}: bin {a[0]:g} - bin {a[1]:g}"
+    if contrast.kind == "count_difference":
+        return f"{contrast.name}: N {a[0]:g} - N {a[1]:g} (paired)"
+    return f"{contrast.name}: gap at N {a[0]:g} ({estimate.kind})"
+
+
+def _expected(contrast, estimate: Estimate) -> str:
+    ref = f"{estimate.reference:g}"
+    return f"not {ref}" if contrast.expect == "nonzero" else f"{contrast.expect} {ref}"
+
+
+def _means(result: PlanResult, measure: str, model: str, pooled: bool) -> list[str]:
+    plan, lines = result.plan, []
+    head = "| {} | n{} | mean | 95% interval |"
+    rule = "|---|---|---|---|"
+    for title, keys, table in (
+        ("correlational bin", list(zip(plan.bins, plan.bins[1:])), result.bins),
+        ("causal count", [(c, None) for c in plan.counts], result.counts),
+    ):
+        lines += ["", head.format(title, " (automata)" if pooled else ""), rule]
+        for low, high in keys:
+            e = table[(measure, model, low)]
+            name = f"[{low:g}, {high:g})" if high is not None else f"{low:g}"
+            lines.append(f"| {name} | {_n(e, pooled)} | {number(e.value)} | {interval(e)} |")
+    return lines
+
+
+def _contrasts(result: PlanResult, measure: str, model: str, pooled: bool) -> list[str]:
+    lines = ["", "| contrast | n | estimate | 95% interval | expected | verdict |",
+             "|---|---|---|---|---|---|"]
+    for c in result.plan.contrasts:
+        e = result.contrasts[(measure, model, c.name)]
+        verdict = result.contrast_verdicts[(measure, model, c.name)]
+        lines.append(f"| {_what(c, e)} | {_n(e, pooled)} | {number(e.value)} | {interval(e)} | "
+                     f"{_expected(c, e)} | {verdict} |")
+    return lines
+
+
+def format_plan(result: PlanResult) -> str:
+    """The plan's tables and verdict as Markdown (one string, ending in a newline)."""
+    plan = result.plan
+    pooled = is_pooled(plan.target)
+    lines = [f"# plan: {plan.name} (target {plan.target}, causal arm {plan.causal})"]
+    if pooled:
+        lines.append("\nn counts automata (pairs: the (run, event) pairs behind them)")
+    for measure in plan.measures:
+        lines.append(f"\n## measure: {measure}")
+        for model in result.models:
+            lines.append(f"\n### {_label(model)}")
+            lines += _means(result, measure, model, pooled)
+            lines += _contrasts(result, measure, model, pooled)
+    if plan.claims:
+        models = [_label(m) for m in result.models]
+        lines += ["", "## verdict", "", "| claim | contrasts | measure | " + " | ".join(models)
+                  + " |", "|---|---|---|" + "---|" * len(models)]
+        for claim in plan.claims:
+            for measure in plan.measures:
+                cells = [result.claim_verdicts.get((measure, m, claim.name), "–")
+                         for m in result.models]
+                lines.append(f"| {claim.name} | {', '.join(claim.contrasts)} ({claim.rule}) | "
+                             f"{measure} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
