@@ -363,7 +363,7 @@ def choose_pooled(
     return chosen
 
 
-def _check_pooled_design(per_bin: int, min_settings: int) -> int:
+def _check_min_settings(min_settings: int) -> int:
     if isinstance(min_settings, bool) or int(min_settings) != min_settings or min_settings < 0:
         raise StratifyError(f"--min-settings must be an integer >= 0, got {min_settings!r}")
     return int(min_settings)
@@ -414,7 +414,7 @@ def stratify(
             raise StratifyError("--min-settings applies to a pooled event (symbol:* or state:*)")
         event = str(Event.parse(event))
     else:
-        min_settings = _check_pooled_design(per_bin, 0 if min_settings is None else min_settings)
+        min_settings = _check_min_settings(0 if min_settings is None else min_settings)
     settings, varying = data_settings(config, cwd, max_points)
     from cfl_lightning.progress import Progress
 
