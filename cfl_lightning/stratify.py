@@ -22,6 +22,16 @@ values become the chosen ones (the points keep their names and run directories: 
 original sweep are reused); when several vary, they are replaced by one parameter ``data`` whose
 values are the chosen settings as mappings (``--data={'topology_seed': 5, 'num_strings': 2000}``,
 which the training CLI merges into its data section).
+
+**Pooled events** (``symbol:*``, ``state:*``). One unconstrained run scores every symbol and
+state, so a pooled analysis puts each (run, symbol) pair at its own realized count. Stratifying
+for it bins the *pairs*: a setting is a candidate of every bin one of its symbols (states) falls
+in, and choosing it adds all its pairs at once. A bin is *full* when it holds at least ``K``
+chosen pairs from at least ``M`` chosen settings (``min_settings``). The rule
+(:func:`choose_pooled`): visit the bins from the fewest candidate pairs to the most (ties: lower
+bin first); in each, walk its candidate settings in an order drawn with ``(seed, bin)``, choosing
+each one not yet chosen while the bin is not full. So every bin ends full or with every
+candidate it has, and the settings chosen for the rare bins fill the crowded ones first.
 """
 
 from __future__ import annotations
@@ -51,6 +61,8 @@ __all__ = [
     "realized_value",
     "check_design",
     "choose",
+    "choose_pooled",
+    "pooled_kind",
     "stratify",
     "stratified_sweep",
     "settings_csv",
@@ -74,6 +86,8 @@ class DataSetting:
         realized: the event's realized count in its training corpus (or strings containing it).
         bin: index of its bin, or None outside every bin.
         chosen: whether it was chosen.
+        pooled: for a pooled event (``symbol:*``), the realized count of every symbol (state),
+            ``{"symbol:a": 177, ...}``; None otherwise.
     """
 
     params: dict[str, Any]
@@ -82,6 +96,7 @@ class DataSetting:
     realized: int | None = None
     bin: int | None = None
     chosen: bool = False
+    pooled: dict[str, int] | None = None
 
     def describe(self, varying: Sequence[str]) -> str:
         shown = [k for k in self.params if k in varying] or list(self.params)
@@ -100,10 +115,23 @@ class Stratification:
     event: str
     units: str
     counts: list[tuple[int, int]] = field(default_factory=list)  # (candidates, chosen) per bin
+    min_settings: int = 0
+    # pooled events only, per bin: (candidate pairs, candidate settings, chosen pairs, chosen settings)
+    pair_counts: list[tuple[int, int, int, int]] = field(default_factory=list)
+
+    @property
+    def pooled(self) -> bool:
+        return pooled_kind(self.event) is not None
 
     @property
     def chosen(self) -> list[DataSetting]:
         return [s for s in self.settings if s.chosen]
+
+
+def pooled_kind(event: str) -> str | None:
+    """``"symbol"`` for ``symbol:*``, ``"state"`` for ``state:*``, None for a single event."""
+    kind, _, rest = str(event).partition(":")
+    return kind if rest == "*" and kind in ("symbol", "state") else None
 
 
 def check_design(edges: Sequence[float], per_bin: int, units: str) -> list[float]:
@@ -234,16 +262,32 @@ def realized_value(args: Sequence[str], event: str, units: str) -> tuple[int, st
     return int(table[str(parsed)]), kind
 
 
+def realized_values(args: Sequence[str], kind: str, units: str) -> tuple[dict[str, int], str]:
+    """The realized count of every symbol (``kind="symbol"``) or state (``"state"``) in the
+    training corpus of ``fit ARGS``, as ``({"symbol:a": n, ...}, intervention kind)``."""
+    module = _data_module(args)
+    intervention = module.intervention.kind
+    if intervention != "none":
+        return {}, intervention
+    names = module.pfsa.alphabet if kind == "symbol" else module.pfsa.states
+    table = module.occurrences("train")["count" if units == "occurrences" else "strings"]
+    return {f"{kind}:{n}": int(table[f"{kind}:{n}"]) for n in names}, intervention
+
+
 def _worker_init() -> None:
     import torch
 
     torch.set_num_threads(1)
 
 
-def _measure(item: tuple[int, list[str], str, str]) -> tuple[int, int | None, str | None]:
+def _measure(item: tuple[int, list[str], str, str]) -> tuple[int, Any, str | None]:
     index, args, event, units = item
+    pooled = pooled_kind(event)
     try:
-        value, kind = realized_value(args, event, units)
+        if pooled is not None:
+            value, kind = realized_values(args, pooled, units)
+        else:
+            value, kind = realized_value(args, event, units)
     except CflError as err:
         return index, None, str(err).strip().splitlines()[0]
     if kind != "none":
@@ -259,6 +303,72 @@ def choose(candidates: int, per_bin: int, seed: int, bin_index: int) -> list[int
     return sorted(int(i) for i in rng.choice(candidates, size=per_bin, replace=False))
 
 
+def _bin_of(edges: Sequence[float], value: float) -> int | None:
+    i = bisect.bisect_right(edges, value) - 1
+    return i if 0 <= i < len(edges) - 1 else None
+
+
+def choose_pooled(
+    realized: Sequence[Mapping[str, int]],
+    edges: Sequence[float],
+    per_bin: int,
+    min_settings: int,
+    seed: int,
+) -> list[bool]:
+    """Which settings to choose so that bins of (setting, event) pairs fill up.
+
+    Args:
+        realized: per setting (grid order), the realized count of each pooled event.
+        edges: bin edges; a pair is in bin ``i`` when its count lies in ``[E_i, E_{i+1})``.
+        per_bin: ``K``, the chosen pairs a bin needs to be full.
+        min_settings: ``M``, the distinct chosen settings a bin needs to be full.
+        seed: seed of the order in which each bin's candidates are tried.
+
+    Returns:
+        ``chosen[j]`` for every setting. The rule: bins in order of their candidate pairs
+        (fewest first, ties by index); in each, its candidates (settings with a pair in it) in
+        the order of ``default_rng([seed, bin]).permutation``, each not yet chosen is chosen
+        while the bin has fewer than ``K`` chosen pairs or fewer than ``M`` chosen settings.
+        Every bin ends full or with all its candidates chosen.
+    """
+    bins = len(edges) - 1
+    # per setting: {bin: pairs of that setting in that bin}
+    per_setting = []
+    for values in realized:
+        inside: dict[int, int] = {}
+        for value in values.values():
+            i = _bin_of(edges, value)
+            if i is not None:
+                inside[i] = inside.get(i, 0) + 1
+        per_setting.append(inside)
+    candidates = [[j for j, inside in enumerate(per_setting) if i in inside] for i in range(bins)]
+    available = [sum(per_setting[j][i] for j in candidates[i]) for i in range(bins)]
+    chosen = [False] * len(per_setting)
+    pairs = [0] * bins
+    settings = [0] * bins
+    for i in sorted(range(bins), key=lambda b: (available[b], b)):
+        if not candidates[i]:
+            continue
+        order = np.random.default_rng([int(seed), int(i)]).permutation(len(candidates[i]))
+        for position in order:
+            if pairs[i] >= per_bin and settings[i] >= min_settings:
+                break
+            j = candidates[i][int(position)]
+            if chosen[j]:
+                continue
+            chosen[j] = True
+            for b, n in per_setting[j].items():
+                pairs[b] += n
+                settings[b] += 1
+    return chosen
+
+
+def _check_min_settings(min_settings: int) -> int:
+    if isinstance(min_settings, bool) or int(min_settings) != min_settings or min_settings < 0:
+        raise StratifyError(f"--min-settings must be an integer >= 0, got {min_settings!r}")
+    return int(min_settings)
+
+
 def stratify(
     config: Mapping[str, Any],
     *,
@@ -271,15 +381,20 @@ def stratify(
     cwd: str | os.PathLike = ".",
     max_points: int | None = None,
     progress: bool = False,
+    min_settings: int | None = None,
 ) -> Stratification:
     """Measure every data setting of a correlational sweep and choose up to ``per_bin`` per bin.
 
     Args:
         config: a validated grid sweep (:func:`~cfl_lightning.sweep.load_sweep`) whose
             command runs ``python -m cfl_lightning fit``.
-        event: ``state:NAME``, ``symbol:SYM`` or ``transition:SOURCE:SYM``.
+        event: ``state:NAME``, ``symbol:SYM`` or ``transition:SOURCE:SYM``; or a pooled
+            ``symbol:*`` / ``state:*``, whose bins hold (setting, symbol) pairs
+            (:func:`choose_pooled`).
         edges: increasing bin edges ``E_0 < ... < E_k``; bin ``i`` is ``[E_i, E_{i+1})``.
-        per_bin: ``K``, the most settings chosen per bin.
+        per_bin: ``K``, the most settings chosen per bin (pooled: the pairs that fill a bin).
+        min_settings: pooled events only: ``M``, the distinct settings that fill a bin
+            (default 0).
         seed: seed of the choice.
         units: ``occurrences`` (total traversals) or ``strings`` (strings containing the event).
         parallel: processes measuring settings at once.
@@ -293,7 +408,13 @@ def stratify(
     from cfl_lightning.automata import Event
 
     edges = check_design(edges, per_bin, units)
-    event = str(Event.parse(event))
+    pooled = pooled_kind(event)
+    if pooled is None:
+        if min_settings is not None:
+            raise StratifyError("--min-settings applies to a pooled event (symbol:* or state:*)")
+        event = str(Event.parse(event))
+    else:
+        min_settings = _check_min_settings(0 if min_settings is None else min_settings)
     settings, varying = data_settings(config, cwd, max_points)
     from cfl_lightning.progress import Progress
 
@@ -303,11 +424,16 @@ def stratify(
         for index, value, error in _run(jobs, parallel):
             if error is not None:
                 raise StratifyError(f"data setting {settings[index].describe(varying)}: {error}")
-            settings[index].realized = value
+            if pooled is None:
+                settings[index].realized = value
+            else:
+                settings[index].pooled = value
             bar.update(1)
     finally:
         bar.close()
     result = Stratification(settings, varying, edges, int(per_bin), int(seed), event, units)
+    if pooled is not None:
+        return _pooled_result(result, int(min_settings))
     members: list[list[DataSetting]] = [[] for _ in edges[:-1]]
     for setting in settings:
         assert setting.realized is not None
@@ -323,9 +449,31 @@ def stratify(
     return result
 
 
+def _pooled_result(result: Stratification, min_settings: int) -> Stratification:
+    """Fill ``result`` (settings measured for a pooled event) by :func:`choose_pooled`."""
+    result.min_settings = min_settings
+    realized = [s.pooled or {} for s in result.settings]
+    picked = choose_pooled(realized, result.edges, result.per_bin, min_settings, result.seed)
+    for setting, chosen in zip(result.settings, picked):
+        setting.chosen = chosen
+    for i in range(len(result.edges) - 1):
+        cand_pairs = cand_settings = pairs = settings = 0
+        for setting, values in zip(result.settings, realized):
+            inside = sum(1 for v in values.values() if _bin_of(result.edges, v) == i)
+            if inside:
+                cand_pairs += inside
+                cand_settings += 1
+                if setting.chosen:
+                    pairs += inside
+                    settings += 1
+        result.pair_counts.append((cand_pairs, cand_settings, pairs, settings))
+        result.counts.append((cand_pairs, pairs))
+    return result
+
+
 def _run(
     jobs: list[tuple[int, list[str], str, str]], parallel: int
-) -> Iterable[tuple[int, int | None, str | None]]:
+) -> Iterable[tuple[int, Any, str | None]]:
     if parallel <= 1 or len(jobs) <= 1:
         yield from map(_measure, jobs)
         return
@@ -365,9 +513,13 @@ def stratified_sweep(config: Mapping[str, Any], result: Stratification) -> dict[
     bins = ", ".join(
         f"[{lo:g}, {hi:g})" for lo, hi in zip(result.edges, result.edges[1:])
     )
+    per_bin = (
+        f"until each holds {result.per_bin} pairs from {result.min_settings} settings"
+        if result.pooled else f"up to {result.per_bin} per bin"
+    )
     out["description"] = (
         f"{config.get('description', config.get('name', 'sweep'))}; stratified on "
-        f"{result.event} ({result.units}) in bins {bins}, up to {result.per_bin} per bin "
+        f"{result.event} ({result.units}) in bins {bins}, {per_bin} "
         f"(seed {result.seed}): {len(chosen)} of {len(result.settings)} data settings"
     )
     return out
@@ -375,10 +527,20 @@ def stratified_sweep(config: Mapping[str, Any], result: Stratification) -> dict[
 
 def settings_csv(result: Stratification) -> str:
     """One row per data setting: varying ``data.*`` values, ``realized_count``, ``unit``, ``bin``
-    (lower edge, empty outside every bin) and ``chosen``."""
+    (lower edge, empty outside every bin) and ``chosen``. Pooled events: one row per (setting,
+    symbol) pair, with an ``event`` column before ``realized_count``."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     names = result.varying or list(result.settings[0].params if result.settings else [])
+    if result.pooled:
+        writer.writerow([*names, "event", "realized_count", "unit", "bin", "chosen"])
+        for s in result.settings:
+            for event, value in (s.pooled or {}).items():
+                i = _bin_of(result.edges, value)
+                edge = "" if i is None else f"{result.edges[i]:g}"
+                writer.writerow([*(s.params[n] for n in names), event, value, result.units,
+                                 edge, str(s.chosen).lower()])
+        return buffer.getvalue()
     writer.writerow([*names, "realized_count", "unit", "bin", "chosen"])
     for s in result.settings:
         edge = "" if s.bin is None else f"{result.edges[s.bin]:g}"

@@ -250,3 +250,164 @@ def test_chosen_runs_report_the_same_realized_count(tmp_path, cache):
         found[results["config"]["data"]["topology_seed"]] = results["occurrences"]["count"]["symbol:a"]
         assert results["realized_count"] == found[results["config"]["data"]["topology_seed"]]
     assert found == expected and len(found) == 2
+
+
+# --- pooled events (symbol:*, state:*): bins of (setting, symbol) pairs --------------------------
+
+def reference_choose_pooled(realized, edges, per_bin, min_settings, seed):
+    """The rule of :func:`choose_pooled`, written plainly: every count recomputed from scratch."""
+    import numpy as np
+
+    def in_bin(value, i):
+        return edges[i] <= value < edges[i + 1]
+
+    bins = range(len(edges) - 1)
+    chosen = set()
+
+    def full(i):
+        pairs = sum(in_bin(v, i) for j in chosen for v in realized[j].values())
+        settings = sum(any(in_bin(v, i) for v in realized[j].values()) for j in chosen)
+        return pairs >= per_bin and settings >= min_settings
+
+    available = {i: sum(in_bin(v, i) for r in realized for v in r.values()) for i in bins}
+    for i in sorted(bins, key=lambda b: (available[b], b)):
+        candidates = [j for j, r in enumerate(realized) if any(in_bin(v, i) for v in r.values())]
+        if not candidates:
+            continue
+        for position in np.random.default_rng([seed, i]).permutation(len(candidates)):
+            if full(i):
+                break
+            chosen.add(candidates[int(position)])
+    return [j in chosen for j in range(len(realized))]
+
+
+def fill_holds(realized, edges, per_bin, min_settings, chosen):
+    """Every bin holds K pairs from M chosen settings, or every pair it has (brute force)."""
+    for i in range(len(edges) - 1):
+        hits = [sum(edges[i] <= v < edges[i + 1] for v in r.values()) for r in realized]
+        pairs = sum(h for h, c in zip(hits, chosen) if c)
+        settings = sum(1 for h, c in zip(hits, chosen) if c and h)
+        if not (pairs >= per_bin and settings >= min_settings) and pairs < sum(hits):
+            return False
+    return True
+
+
+def random_realized(rng, settings, events=3, high=60):
+    return [{f"symbol:{e}": int(rng.integers(0, high)) for e in "abcde"[:events]}
+            for _ in range(settings)]
+
+
+def test_choose_pooled_against_a_brute_force_reference():
+    import itertools
+
+    import numpy as np
+
+    from cfl_lightning.stratify import choose_pooled
+
+    rng = np.random.default_rng(12)
+    edges = [5, 15, 30, 50]
+    checked = infeasible = 0
+    for trial in range(150):
+        realized = random_realized(rng, int(rng.integers(1, 9)))
+        per_bin, min_settings = int(rng.integers(1, 6)), int(rng.integers(0, 4))
+        seed = int(rng.integers(0, 3))
+        chosen = choose_pooled(realized, edges, per_bin, min_settings, seed)
+        assert chosen == reference_choose_pooled(realized, edges, per_bin, min_settings, seed)
+        assert fill_holds(realized, edges, per_bin, min_settings, chosen)
+        # exhaustively: feasible subsets exist whenever the chosen one is one of them, and none of
+        # them is smaller than the fewest settings any bin alone needs
+        feasible = [
+            subset for r in range(len(realized) + 1)
+            for subset in itertools.combinations(range(len(realized)), r)
+            if fill_holds(realized, edges, per_bin, min_settings,
+                          [j in subset for j in range(len(realized))])
+        ]
+        picked = tuple(j for j, c in enumerate(chosen) if c)
+        assert picked in feasible
+        # the whole set is feasible; the greedy never takes a setting with no pair in any bin
+        assert tuple(range(len(realized))) in feasible
+        assert all(any(edges[0] <= v < edges[-1] for v in realized[j].values()) for j in picked)
+        checked += len(feasible)
+        infeasible += 2 ** len(realized) - len(feasible)
+    assert checked > 150
+    # Negative controls: the fill check rejects subsets (it can fail), and another seed draws
+    # another choice somewhere.
+    assert infeasible > 100
+    assert any(
+        choose_pooled(r, edges, 2, 0, 0) != choose_pooled(r, edges, 2, 0, 1)
+        for r in (random_realized(rng, 8) for _ in range(50))
+    )
+
+
+def test_choose_pooled_fills_several_bins_with_one_setting():
+    from cfl_lightning.stratify import choose_pooled
+
+    edges = [0, 10, 20]
+    # setting 0 has a pair in each bin and two in the second; bins need 2 pairs
+    realized = [{"symbol:a": 5, "symbol:b": 15, "symbol:c": 16}, {"symbol:a": 1, "symbol:b": 2},
+                {"symbol:a": 12}, {"symbol:a": 3}]
+    for seed in range(5):
+        chosen = choose_pooled(realized, edges, 2, 0, seed)
+        # bin [10, 20) has 3 pairs (rarer than [0, 10) with 4) and is visited first; whichever of
+        # settings 0 and 2 comes first, setting 0 alone fills it
+        assert fill_holds(realized, edges, 2, 0, chosen)
+        assert sum(chosen) <= 3
+    # with min_settings 2, bin [10, 20) needs settings 0 and 2
+    for seed in range(5):
+        chosen = choose_pooled(realized, edges, 2, 2, seed)
+        assert chosen[0] and chosen[2]
+    # K larger than what a bin has: every candidate of it is chosen
+    assert choose_pooled(realized, edges, 100, 0, 0) == [True, True, True, True]
+    # nothing in any bin: nothing chosen
+    assert choose_pooled([{"symbol:a": 99}], edges, 1, 0, 0) == [False]
+
+
+def test_pooled_stratify_measures_every_symbol(tmp_path, cache):
+    config = load_sweep(write_sweep(tmp_path / "s.yaml", topologies=4))
+    edges = [0, 10, 30, 100, 400]
+    result = stratify(config, event="symbol:*", edges=edges, per_bin=3, min_settings=2, cwd=ROOT)
+    assert result.pooled and result.min_settings == 2
+    first = result.settings[0]
+    assert sorted(first.pooled) == [f"symbol:{c}" for c in "abcdefghij"]
+    # realized counts equal an independent count of the same corpus, symbol by symbol
+    for symbol in "ab":
+        assert first.pooled[f"symbol:{symbol}"] == independent_count(
+            first.params["data.topology_seed"], symbol=symbol)
+    realized = [s.pooled for s in result.settings]
+    from cfl_lightning.stratify import choose_pooled
+
+    assert [s.chosen for s in result.settings] == choose_pooled(realized, edges, 3, 2, 0)
+    assert fill_holds(realized, edges, 3, 2, [s.chosen for s in result.settings])
+    for i, (cand_pairs, cand_settings, pairs, settings) in enumerate(result.pair_counts):
+        hits = [sum(edges[i] <= v < edges[i + 1] for v in r.values()) for r in realized]
+        assert cand_pairs == sum(hits) and cand_settings == sum(1 for h in hits if h)
+        assert pairs == sum(h for h, s in zip(hits, result.settings) if s.chosen)
+        assert settings == sum(1 for h, s in zip(hits, result.settings) if s.chosen and h)
+    rows = list(csv.DictReader(io_lines(settings_csv(result))))
+    assert len(rows) == 4 * 10 and rows[0]["event"] == "symbol:a"
+    assert {r["chosen"] for r in rows if r["data.topology_seed"] == str(
+        first.params["data.topology_seed"])} == {str(first.chosen).lower()}
+    if result.chosen:
+        sweep = stratified_sweep(config, result)
+        assert sweep["parameters"]["data.topology_seed"] == {
+            "values": [s.params["data.topology_seed"] for s in result.chosen]}
+        assert "pairs from 2 settings" in sweep["description"]
+
+
+def io_lines(text):
+    import io
+
+    return io.StringIO(text)
+
+
+def test_single_event_csv_and_sweep_keep_their_format(tmp_path, cache):
+    """The pooled mode leaves the single-event output as it was (header, description)."""
+    config = load_sweep(write_sweep(tmp_path / "s.yaml", topologies=3))
+    result = stratify(config, event="symbol:a", edges=[0, 10_000], per_bin=2, cwd=ROOT)
+    assert not result.pooled and result.pair_counts == []
+    assert settings_csv(result).splitlines()[0] == "data.topology_seed,realized_count,unit,bin,chosen"
+    assert stratified_sweep(config, result)["description"].endswith(
+        "stratified on symbol:a (occurrences) in bins [0, 10000), up to 2 per bin (seed 0): "
+        "2 of 3 data settings")
+    with pytest.raises(StratifyError, match="min-settings applies to a pooled event"):
+        stratify(config, event="symbol:a", edges=[0, 10], per_bin=1, min_settings=1, cwd=ROOT)

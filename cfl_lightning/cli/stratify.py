@@ -14,6 +14,16 @@ event's realized count is read off; nothing is trained. Settings are binned by t
 chosen settings, with every model and seed of the original) and ``OUT.csv`` (one row per
 setting: its varying ``data.*`` values, ``realized_count``, ``unit``, ``bin`` and ``chosen``), and
 prints the candidates and chosen per bin. The same call gives the same choice.
+
+A pooled event, ``--event 'symbol:*'`` or ``'state:*'``, bins (setting, symbol) pairs: each
+setting is measured for every symbol (state), and settings are chosen until every bin holds
+``--per-bin`` pairs from ``--min-settings`` settings, or all it has (rarest bin first; one setting
+fills several bins at once; :func:`cfl_lightning.stratify.choose_pooled`). ``OUT.csv`` then has
+one row per pair (an ``event`` column). Example (the headline study's version 2)::
+
+    python -m cfl_lightning stratify sweeps/headline/correlational_candidates.yaml \\
+        --event 'symbol:*' --edges 50,71,100,141,200,283,400,566,800,1131,1600 --per-bin 40 \\
+        --min-settings 30 --seed 0 --parallel 2 --output sweeps/headline/v2/correlational.yaml
 """
 
 from __future__ import annotations
@@ -36,13 +46,21 @@ def build_parser() -> ArgumentParser:
         "event: up to K per count bin (a stratified design). Nothing is trained.",
     )
     parser.add_argument("sweep", help="W&B grid sweep YAML of unconstrained (correlational) runs")
-    parser.add_argument("--event", required=True, help="state:NAME, symbol:SYM or transition:SRC:SYM")
+    parser.add_argument(
+        "--event", required=True,
+        help="state:NAME, symbol:SYM or transition:SRC:SYM; or pooled: 'symbol:*', 'state:*'",
+    )
     parser.add_argument(
         "--edges", required=True, type=edges_type, metavar="E0,E1,...",
         help="increasing bin edges; bin i holds realized counts in [E_i, E_i+1)",
     )
     parser.add_argument(
-        "--per-bin", required=True, type=int, metavar="K", help="choose up to K settings per bin"
+        "--per-bin", required=True, type=int, metavar="K",
+        help="choose up to K settings per bin (pooled event: until a bin holds K pairs)",
+    )
+    parser.add_argument(
+        "--min-settings", type=int, default=None, metavar="M",
+        help="pooled event only: a bin is full when it also holds pairs of M settings (default 0)",
     )
     parser.add_argument("--seed", type=seed_type, default=0, help="seed of the choice (default 0)")
     parser.add_argument(
@@ -64,7 +82,23 @@ def build_parser() -> ArgumentParser:
     return parser
 
 
+def _pooled_table(result) -> str:  # noqa: ANN001 - a Stratification
+    lines = [f"bin ({result.units} of {result.event})   candidate pairs (settings)   "
+             "chosen pairs (settings)"]
+    for (lo, hi), (cp, cs, p, s) in zip(zip(result.edges, result.edges[1:]), result.pair_counts):
+        name = f"[{lo:g}, {hi:g})"
+        lines.append(f"{name}{'':<{max(1, 20 - len(name))}}{f'{cp} ({cs})':>26}   "
+                     f"{f'{p} ({s})':>22}")
+    lines.append(
+        f"total: {len(result.chosen)} of {len(result.settings)} settings chosen "
+        f"(bins full at {result.per_bin} pairs from {result.min_settings} settings)"
+    )
+    return "\n".join(lines) + "\n"
+
+
 def _table(result) -> str:  # noqa: ANN001 - a Stratification
+    if result.pooled:
+        return _pooled_table(result)
     lines = [f"bin ({result.units} of {result.event})   candidates   chosen"]
     for (lo, hi), (candidates, chosen) in zip(zip(result.edges, result.edges[1:]), result.counts):
         lines.append(f"[{lo:g}, {hi:g}){'':<{max(1, 20 - len(f'[{lo:g}, {hi:g})'))}}"
@@ -91,7 +125,13 @@ def main(argv: list[str] | None = None) -> int:
         from cfl_lightning.io import atomic_write_text, check_output
         from cfl_lightning.stratify import StratifyError, check_design, settings_csv, stratified_sweep, stratify
 
+        from cfl_lightning.stratify import pooled_kind
+
         check_design(args.edges, args.per_bin, args.units)  # before any corpus is built
+        if pooled_kind(args.event) is None and args.min_settings is not None:
+            raise StratifyError("--min-settings applies to a pooled event (symbol:* or state:*)")
+        if args.min_settings is not None and args.min_settings < 0:
+            raise StratifyError(f"--min-settings must be an integer >= 0, got {args.min_settings}")
         output = Path(args.output)
         table = output.with_suffix(".csv")
         if table == output:
@@ -102,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         result = stratify(
             config, event=args.event, edges=args.edges, per_bin=args.per_bin, seed=args.seed,
             units=args.units, parallel=args.parallel, max_points=args.max_points, progress=True,
+            min_settings=args.min_settings,
         )
         sweep = stratified_sweep(config, result)
         header = (

@@ -1,0 +1,76 @@
+"""docs/headline_study.md: the weighted tables are what the committed results give, and version
+2's sweeps are the design the doc states (before anything of it trains)."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+from pathlib import Path
+
+from cfl_lightning.sweep import iter_grid, load_sweep
+from cfl_lightning.sweep.naming import point_hash
+
+REPO = Path(__file__).resolve().parents[1]
+V2 = REPO / "sweeps" / "headline" / "v2"
+V1_CAUSAL = [15, 38, 70, 165, 253, 289, 477, 479, 576, 597, 614, 694, 769, 797, 865, 923]
+
+
+def _block(text: str, name: str) -> str:
+    return text.split(f"<!-- {name} output: begin -->")[1].split(f"<!-- {name} output: end -->")[0]
+
+
+def test_weighted_tables_are_what_the_committed_results_give(capsys):
+    path = REPO / "docs" / "headline" / "verdict_weighted.py"
+    spec = importlib.util.spec_from_file_location("verdict_weighted", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.main([str(REPO / "docs" / "headline" / "results.jsonl")])
+    printed = capsys.readouterr().out.strip()
+    text = (REPO / "docs" / "headline_study.md").read_text(encoding="utf-8")
+    assert printed == _block(text, "verdict_weighted.py").strip()
+    # negative control: the weighted block is not the unweighted one
+    assert printed != _block(text, "verdict.py").strip()
+    assert "| C1: bin 200 - bin 100 | 16 vs 6 | 0.159 | [0.093, 0.224] | above 0 |" in printed
+
+
+def _hashes(name: str) -> set[str]:
+    return {point_hash(p) for p in iter_grid(load_sweep(V2 / name))}
+
+
+def test_v2_causal_priority_parts_cover_the_arm_exactly_once():
+    whole = _hashes("causal_symbol.yaml")
+    parts = [_hashes(n) for n in ("p2_causal_symbol_new.yaml", "p2_causal_symbol_v1_n62.yaml",
+                                  "p4_causal_symbol_v1_repeat.yaml")]
+    assert len(whole) == 320 and sum(map(len, parts)) == 320 and set().union(*parts) == whole
+    # version 1's causal runs are version 2's points (same parameters, same run directories)
+    v1 = {point_hash(p) for p in iter_grid(load_sweep(REPO / "sweeps/headline/causal_exact.yaml"))}
+    assert v1 == parts[2]
+    state = list(iter_grid(load_sweep(V2 / "p3_causal_state.yaml")))
+    assert len(state) == 320 and {p["data.event"] for p in state} == {"state:q1"}
+    topologies = sorted({p["data.topology_seed"] for p in iter_grid(load_sweep(V2 / "causal_symbol.yaml"))})
+    assert len(topologies) == 32 and set(V1_CAUSAL) <= set(topologies)
+
+
+def test_v2_new_topologies_follow_the_stated_draw():
+    import numpy as np
+
+    rest = [t for t in range(952) if t not in V1_CAUSAL]
+    new = sorted(rest[i] for i in np.random.default_rng(1).choice(len(rest), 16, replace=False))
+    points = iter_grid(load_sweep(V2 / "p2_causal_symbol_new.yaml"))
+    assert sorted({p["data.topology_seed"] for p in points}) == new
+
+
+def test_v2_correlational_sweep_is_its_csv_choice():
+    rows = list(csv.DictReader((V2 / "correlational.csv").open()))
+    assert len(rows) == 952 * 10
+    chosen = sorted({int(r["data.topology_seed"]) for r in rows if r["chosen"] == "true"})
+    sweep = load_sweep(V2 / "correlational.yaml")
+    assert sorted(sweep["parameters"]["data.topology_seed"]["values"]) == chosen
+    assert len(chosen) == 75 and len(list(iter_grid(sweep))) == 150
+    # every bin holds 40 pairs from 30 topologies, or every pair the 952 have in it
+    edges = [50, 71, 100, 141, 200, 283, 400, 566, 800, 1131, 1600]
+    for lo, hi in zip(edges, edges[1:]):
+        inside = [r for r in rows if lo <= int(r["realized_count"]) < hi]
+        picked = [r for r in inside if r["chosen"] == "true"]
+        full = len(picked) >= 40 and len({r["data.topology_seed"] for r in picked}) >= 30
+        assert full or len(picked) == len(inside), (lo, hi)
