@@ -359,10 +359,10 @@ def test_cli_model_switch_without_num_symbols(tmp_path, capsys, monkeypatch):
 
 @pytest.mark.slow
 def test_readme_data_module_example_runs_quietly(tmp_path):
-    """The README's PFADataModule example as written: it creates the a.json it reads, trains,
+    """The guide's PFADataModule example as written: it creates the a.json it reads, trains,
     and Lightning does not warn about a val_dataloader without validation_step."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Using `PFADataModule` in your own Lightning project", 1)[1]
+    readme = (ROOT / "docs" / "guide" / "data_module.md").read_text(encoding="utf-8")
+    section = readme.split("# Using `PFADataModule` in your own Lightning project", 1)[1]
     code = re.findall(r"```python\n(.*?)```", section, re.S)[0]
     (tmp_path / "example.py").write_text(code)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1",

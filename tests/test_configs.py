@@ -132,6 +132,6 @@ def test_sweep_names_the_project_and_unsets_the_count_when_correlational(path):
 
 
 def test_readme_explains_the_correlational_count():
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    section = readme.split("### W&B sweeps", 1)[1].split("\n### ", 1)[0]
+    readme = (REPO / "docs" / "guide" / "sweeps.md").read_text(encoding="utf-8")
+    section = readme.split("## W&B sweeps", 1)[1].split("\n## ", 1)[0]
     assert 'data.count:\n    value: "null"' in section

@@ -9,20 +9,103 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+PAGES = [REPO / "README.md", REPO / "CHANGELOG.md", *sorted((REPO / "docs").rglob("*.md"))]
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 REPRODUCTIONS = ["parity_starfree", "random_topology", "fixed_topology"]
 
+_FENCE = re.compile(r"^ {0,3}(```|~~~)")
+_HEADING = re.compile(r"^ {0,3}#{1,6}\s+(.*?)\s*#*\s*$")
+_REFERENCE_LINK = re.compile(r"^ {0,3}\[[^\]]+\]:\s*<?([^\s>]+)>?", re.M)
+_HTML_ANCHOR = re.compile(r"<a\s+(?:name|id)=[\"']([^\"']+)[\"']", re.I)
 
-@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+
+def _prose(text: str) -> list[str]:
+    """The page's lines outside fenced code blocks (code is neither heading nor link)."""
+    lines, fence = [], None
+    for line in text.splitlines():
+        match = _FENCE.match(line)
+        if match and (fence is None or match.group(1) == fence):
+            fence = match.group(1) if fence is None else None
+            continue
+        if fence is None:
+            lines.append(line)
+    return lines
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor of a heading: the rendered text (links to their text, no code or emphasis
+    marks) lower-cased, punctuation other than ``-`` and ``_`` dropped, spaces as ``-``."""
+    text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", heading)
+    text = re.sub(r"<[^>]+>", "", text).replace("`", "").replace("*", "")
+    return re.sub(r"[^\w\- ]", "", text.strip().lower()).replace(" ", "-")
+
+
+def anchors(text: str) -> set[str]:
+    """Every ``#anchor`` a page offers: its headings' slugs (repeats get ``-1``, ``-2``, ...)
+    and explicit ``<a name=...>`` / ``id=`` anchors."""
+    found: set[str] = set()
+    seen: dict[str, int] = {}
+    for line in _prose(text):
+        match = _HEADING.match(line)
+        if match:
+            slug = _slug(match.group(1))
+            found.add(slug if slug not in seen else f"{slug}-{seen[slug]}")
+            seen[slug] = seen.get(slug, 0) + 1
+        found.update(_HTML_ANCHOR.findall(line))
+    return found
+
+
+def links(text: str) -> list[str]:
+    """The targets of the page's inline and reference links and images, outside code."""
+    prose = re.sub(r"`[^`\n]*`", "", "\n".join(_prose(text)))
+    return LINK.findall(prose) + _REFERENCE_LINK.findall(prose)
+
+
+def broken_links(page: Path) -> list[str]:
+    """The page's relative links whose file, or whose ``#anchor`` in a Markdown file, is missing."""
+    from urllib.parse import unquote
+
+    broken = []
+    for target in links(page.read_text(encoding="utf-8")):
+        if re.match(r"[a-zA-Z][a-zA-Z0-9+.-]*:", target) or target.startswith("//"):
+            continue  # a URL (http:, mailto:, ...)
+        path, _, anchor = target.partition("#")
+        file = (page.parent / unquote(path)).resolve() if path else page
+        if not file.exists():
+            broken.append(target)
+        elif anchor and file.suffix == ".md" and file.is_file():
+            if unquote(anchor).lower() not in anchors(file.read_text(encoding="utf-8")):
+                broken.append(target)
+    return broken
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))
 def test_relative_links_resolve(page):
-    missing = []
-    for target in LINK.findall(page.read_text(encoding="utf-8")):
-        if re.match(r"[a-z]+:", target) or target.startswith("#"):
-            continue  # a URL or an anchor
-        if not (page.parent / target.split("#")[0]).exists():
-            missing.append(target)
-    assert not missing, f"{page.name} links to missing files: {missing}"
+    """Every relative link in README.md, CHANGELOG.md and docs/**/*.md names an existing file,
+    and an ``#anchor`` into a Markdown page names one of its headings."""
+    assert page.exists(), page
+    missing = broken_links(page)
+    assert not missing, f"{page.relative_to(REPO)} has broken links: {missing}"
+
+
+def test_link_check_catches_missing_files_and_anchors(tmp_path):
+    """Negative control: the check reports a missing file and a missing anchor, and accepts
+    the anchors GitHub makes of headings with code, punctuation and repeats."""
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "other.md").write_text(
+        "# Decomposed KL (`DecomposedKL`)\n\n## Stratified designs: `python -m x stratify`\n"
+        "## results.json\n## results.json\n```bash\n# not a heading\n```\n")
+    page = tmp_path / "page.md"
+    page.write_text(
+        "[ok](sub/other.md) [ok](sub/other.md#decomposed-kl-decomposedkl) "
+        "[ok](sub/other.md#stratified-designs-python--m-x-stratify) [ok](sub/other.md#resultsjson-1) "
+        "[ok](#own-heading) [url](https://example.org/x.md) `[code](nowhere.md)`\n\n# Own heading\n\n"
+        "[gone](sub/missing.md) [bad anchor](sub/other.md#not-a-heading) "
+        "[code heading](sub/other.md#not-a-heading-either) [bad own](#nowhere)\n\n"
+        "```\n[in code](nowhere.md)\n```\n")
+    assert broken_links(page) == [
+        "sub/missing.md", "sub/other.md#not-a-heading", "sub/other.md#not-a-heading-either",
+        "#nowhere"]
 
 
 @pytest.mark.parametrize("case", REPRODUCTIONS)
@@ -101,3 +184,42 @@ def test_headline_study_tables_are_what_the_committed_results_give(capsys):
     block = text.split("<!-- verdict.py output: begin -->")[1].split("<!-- verdict.py output: end -->")[0]
     assert printed == block.strip()
     assert "| D1: N 250 - N 125 (paired) | 16 |" in printed  # 16 causal topologies per count
+
+
+def _readme_section(heading: str) -> str:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    return readme.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def test_readme_data_module_example_runs(tmp_path, monkeypatch, capsys):
+    """The README's short PFADataModule example, run as written (in process): it samples the
+    intervened corpus and prints a batch's shapes and the exact count."""
+    code = re.findall(r"```python\n(.*?)```", _readme_section(
+        "Using `PFADataModule` in your own Lightning project"), re.S)[0]
+    monkeypatch.setenv("CFL_LIGHTNING_CACHE", "none")
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code, "README.md", "exec"), {"__name__": "readme_example"})  # noqa: S102
+    shapes, counts = capsys.readouterr().out.strip().splitlines()[-2:]
+    assert shapes.startswith("torch.Size([") and ", 3])" in shapes  # |S| + 1 = 3 (a, b, EOS)
+    assert counts.split()[0] == "1200"
+    assert list(tmp_path.iterdir()) == []  # the example writes nothing
+
+
+def test_readme_states_the_public_interfaces():
+    """The README's Public interfaces section names every results.json key the writer produces,
+    every batch key and DecomposedKL's update signature (the interfaces users depend on)."""
+    import inspect
+
+    from cfl_lightning.metrics import DecomposedKL
+
+    section = _readme_section("Public interfaces")
+    source = (REPO / "cfl_lightning" / "results.py").read_text(encoding="utf-8")
+    body = source.split("\ndef build_results(", 1)[1].split("\ndef ", 1)[0]
+    keys = re.findall(r'^ {8}"(\w+)":', body, re.M)  # the keys of the dict it returns
+    assert "kl_target_unweighted" in keys and "count_unit" in keys
+    for key in keys:
+        assert f"`{key}`" in section, key
+    for key in ("input_ids", "target_ids", "target_probs", "states", "mask", "weights"):
+        assert f"`{key}`" in section, key
+    params = list(inspect.signature(DecomposedKL.update).parameters)
+    assert f"DecomposedKL.update({', '.join(params[1:-1])}, {params[-1]}=None)" in section
