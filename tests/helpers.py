@@ -16,7 +16,7 @@ from pathlib import Path
 
 __all__ = [
     "REPO", "PACKAGE", "CONFIG", "SMALL", "CI_LIMIT_S", "PARITY_JSON",
-    "short_pfsa", "CliResult", "run_cli", "cli_env",
+    "short_pfsa", "check_split_law_by_position", "CliResult", "run_cli", "cli_env",
     "alive", "survivors", "wait_for", "on_path", "package_graph", "offenders",
 ]
 
@@ -71,6 +71,41 @@ def short_pfsa():
             ],
         }
     )
+
+
+def check_split_law_by_position(device: str, k: int, alpha: float) -> None:
+    """The on-device split's marginal of the first and last count given the total (short_pfsa,
+    ``symbol:a``, N = 1.5 K x the mean) against convolution powers, and its negative control (the
+    unconditioned per-string law is rejected). K = 64 uses per-level tables."""
+    from collections import Counter
+
+    import numpy as np
+    import torch
+
+    from cfl_lightning.automata import Event
+    from cfl_lightning.sampling.counts import CountLaw, split_exact
+    from tests.reference import chi_square_pvalue, convolution_power, count_pmf
+
+    pfsa = short_pfsa()
+    fn = Event.parse("symbol:a").function(pfsa)
+    pmf = count_pmf(pfsa, fn, 200, tol=1e-280)
+    n = round(1.5 * k * float((np.arange(201) * pmf).sum()))
+    with np.errstate(divide="ignore"):
+        law = CountLaw(torch.from_numpy(np.log(pmf[: n + 1])))
+    gen = torch.Generator(device=device).manual_seed(11)
+    runs = 3000
+    draws = split_exact(law, k, n, gen, draws=runs)
+    assert draws.device.type == torch.device(device).type
+    draws = draws.cpu()
+    assert torch.all(draws.sum(1) == n)
+    rest, whole = convolution_power(pmf, k - 1), convolution_power(pmf, k)[n]
+    expected = {j: pmf[j] * rest[n - j] / whole for j in range(n + 1)}
+    for column in (0, k - 1):
+        observed = Counter(draws[:, column].tolist())
+        assert chi_square_pvalue(observed, expected, runs) > alpha
+    # Negative control: the unconditioned per-string law is rejected.
+    observed = Counter(draws[:, 0].tolist())
+    assert chi_square_pvalue(observed, dict(enumerate(pmf)), runs) < alpha
 
 
 # --------------------------------------------------------------------------- the CLI in process

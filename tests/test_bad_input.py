@@ -31,7 +31,7 @@ from cfl_lightning.analysis import draw as draw_module
 from cfl_lightning import sweep as sw
 from cfl_lightning.io import Interrupted, atomic_open, check_output, signals_interrupt
 from cfl_lightning.sampling import budget
-from tests.test_automata import PARITY_JSON
+from tests.helpers import PARITY_JSON
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "WANDB_MODE": "disabled"}

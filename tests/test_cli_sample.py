@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from cfl_lightning.__main__ import main
-from tests.test_automata import PARITY_JSON
+from tests.helpers import PARITY_JSON
 
 
 @pytest.fixture

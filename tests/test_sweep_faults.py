@@ -18,7 +18,7 @@ import pytest
 
 from cfl_lightning.__main__ import main
 from cfl_lightning.sweep import guard, load_sweep, lock, plan_sweep, results
-from tests.processes import alive, survivors, wait_for
+from tests.helpers import alive, survivors, wait_for
 
 # A fit that starts a grandchild in a session of its own (as W&B's service does) and records
 # both pids; it sleeps unless a file "fast" exists beside it.

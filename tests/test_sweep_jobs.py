@@ -21,7 +21,7 @@ import pytest
 
 from cfl_lightning.__main__ import main
 from cfl_lightning.sweep import SweepPoint, jobs, run_name
-from tests.processes import survivors, wait_for
+from tests.helpers import survivors, wait_for
 
 REPO = Path(__file__).resolve().parents[1]
 FIT = ["${env}", "${interpreter}", "-m", "cfl_lightning", "fit", "${args}"]

@@ -22,12 +22,9 @@ import torch
 
 from cfl_lightning.cli.run_checks import cpu_cores
 from cfl_lightning.models import LSTMLanguageModel
+from tests.helpers import CONFIG, REPO, SMALL
 
-ROOT = Path(__file__).resolve().parents[1]
-CONFIG = str(ROOT / "configs" / "parity_starfree.yaml")
-SMALL = ["--data.num_strings=30", "--data.count=90", "--data.val_strings=10",
-         "--data.test_strings=10", "--data.cache_dir=none", "--trainer.max_epochs=2",
-         "--model.init_args.param_budget=5000"]
+ROOT = REPO
 
 
 def _env(wandb_mode: str = "disabled") -> dict[str, str]:

@@ -23,7 +23,8 @@ import torch
 
 from cfl_lightning.checkpoint_io import AtomicCheckpointIO, atomic_torch_save
 from cfl_lightning.cli.train import main
-from tests.test_train_cli_errors import CONFIG, ROOT, SMALL
+from tests.helpers import CONFIG, SMALL
+from tests.helpers import REPO as ROOT
 
 
 def run(args: list[str], capsys) -> tuple[int, str, str]:
