@@ -148,7 +148,7 @@ def run_cli(*argv: str, cwd: str | Path | None = None) -> CliResult:
     return CliResult(int(code or 0), out.getvalue(), err.getvalue())
 
 
-# --------------------------------------------------------------------------- processes (Linux /proc)
+# ----------------------------------------------------------------- processes (Linux /proc)
 
 
 def alive(pid: int) -> bool:

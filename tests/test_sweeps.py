@@ -19,6 +19,7 @@ import pytest
 
 from cfl_lightning.__main__ import main
 from cfl_lightning import sweep as sw
+from tests.helpers import CI_LIMIT_S
 
 REPO = Path(__file__).resolve().parents[1]
 SWEEPS = sorted((REPO / "sweeps").glob("*.yaml"))  # the case studies' paper-size grids
@@ -367,7 +368,7 @@ def test_runner_interrupt_terminates_children(tmp_path):
         time.sleep(0.1)
     assert len(calls(tmp_path)) == 2
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=30)
+    _, err = proc.communicate(timeout=CI_LIMIT_S)
     assert proc.returncode == 130, err
     assert "interrupted" in err and "2 not run" in err
     for call in calls(tmp_path):

@@ -22,7 +22,7 @@ import torch
 
 from cfl_lightning.cli.run_checks import cpu_cores
 from cfl_lightning.models import LSTMLanguageModel
-from tests.helpers import CONFIG, REPO, SMALL
+from tests.helpers import CI_LIMIT_S, CONFIG, REPO, SMALL
 
 ROOT = REPO
 
@@ -40,7 +40,7 @@ def _run_all(commands: list[list[str]], cwd: Path, env: dict[str, str]) -> list:
                                   stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True)
                  for c in commands[i:i + 2]]
-        results += [(p.wait(timeout=240), p.stdout.read(), p.stderr.read()) for p in procs]
+        results += [(p.wait(timeout=CI_LIMIT_S), p.stdout.read(), p.stderr.read()) for p in procs]
     return results
 
 
@@ -140,7 +140,7 @@ def test_bad_input_subprocess(tmp_path, bad_files):
 @pytest.mark.slow
 def test_fit_help_is_short_and_points_to_model_help():
     proc = subprocess.run([sys.executable, "-m", "cfl_lightning", "fit", "--help"], env=_env(),
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=CI_LIMIT_S)
     assert proc.returncode == 0 and proc.stderr == ""
     usage = proc.stdout.split("\n\n", 1)[0]
     assert usage.startswith("usage: python -m cfl_lightning fit") and len(usage.splitlines()) <= 4
@@ -211,7 +211,7 @@ def _run_on_a_terminal(command: list[str], cwd: Path, env: dict[str, str]) -> tu
             break
         chunks.append(data)
     os.close(master)
-    return proc.wait(timeout=240), b"".join(chunks).decode("utf-8", "replace")
+    return proc.wait(timeout=CI_LIMIT_S), b"".join(chunks).decode("utf-8", "replace")
 
 
 @pytest.mark.slow
