@@ -52,12 +52,13 @@ def test_unconstrained_string_law(small, device):
 
 def recount(pfsa, fn, strings):
     """Event occurrences of each string by a plain walk (independent of the sampler)."""
+    fn, step = fn.tolist(), pfsa.next_state.tolist()  # lists: a tensor index per symbol is slow
     out = []
     for string in strings:
         q, c = pfsa.initial, 0
         for s in string:
-            c += int(fn[q, s])
-            q = int(pfsa.next_state[q, s])
+            c += int(fn[q][s])
+            q = int(step[q][s])
         out.append(c)
     return out
 
