@@ -16,7 +16,7 @@ from pathlib import Path
 
 __all__ = [
     "REPO", "PACKAGE", "CONFIG", "SMALL", "CI_LIMIT_S", "PARITY_JSON",
-    "short_pfsa", "check_split_law_by_position", "CliResult", "run_cli", "cli_env",
+    "short_pfsa", "check_split_law_by_position", "CliResult", "exit_status", "run_cli", "cli_env",
     "alive", "survivors", "wait_for", "on_path", "package_graph", "offenders",
 ]
 
@@ -124,6 +124,18 @@ class CliResult:
     returncode: int
     stdout: str
     stderr: str
+
+
+def exit_status(argv: list[str], main=None) -> int:
+    """The exit status of ``main(argv)`` (``cfl_lightning.__main__.main`` by default) run in this
+    process, a ``SystemExit`` (argparse's usage errors) included. Output goes where it goes (use
+    pytest's ``capsys``), or see :func:`run_cli`."""
+    if main is None:
+        main = importlib.import_module("cfl_lightning.__main__").main
+    try:
+        return main(argv)
+    except SystemExit as stop:
+        return stop.code
 
 
 def run_cli(*argv: str, cwd: str | Path | None = None) -> CliResult:

@@ -26,12 +26,11 @@ import pytest
 import torch
 
 from cfl_lightning import PFSA, CflError, OutputError, SizeError, sample_corpus
-from cfl_lightning.__main__ import main
 from cfl_lightning.analysis import draw as draw_module
 from cfl_lightning import sweep as sw
 from cfl_lightning.io import Interrupted, atomic_open, check_output, signals_interrupt
 from cfl_lightning.sampling import budget
-from tests.helpers import CI_LIMIT_S, PARITY_JSON
+from tests.helpers import CI_LIMIT_S, PARITY_JSON, exit_status
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "WANDB_MODE": "disabled"}
@@ -127,10 +126,7 @@ def work(tmp_path, monkeypatch):
 
 
 def run_main(argv):
-    try:
-        return main(argv)
-    except SystemExit as exc:  # argparse usage errors
-        return exc.code
+    return exit_status(argv)
 
 
 SAMPLE = ["sample", "--automaton", "a.json", "--num-strings", "5", "--seed", "0"]

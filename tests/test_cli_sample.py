@@ -8,8 +8,7 @@ import sys
 
 import pytest
 
-from cfl_lightning.__main__ import main
-from tests.helpers import PARITY_JSON
+from tests.helpers import PARITY_JSON, exit_status
 
 
 @pytest.fixture
@@ -20,12 +19,8 @@ def parity_file(tmp_path):
 
 
 def run(argv, capsys):
-    try:
-        code = main(argv)
-    except SystemExit as exc:  # argparse usage errors
-        code = exc.code
-    captured = capsys.readouterr()
-    return code, captured.err
+    code = exit_status(argv)
+    return code, capsys.readouterr().err
 
 
 def test_sample_exact_writes_jsonl(parity_file, tmp_path, capsys):

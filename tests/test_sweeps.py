@@ -16,9 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from cfl_lightning.__main__ import main
 from cfl_lightning import sweep as sw
-from tests.helpers import CI_LIMIT_S, wait_for
+from tests.helpers import CI_LIMIT_S, exit_status, wait_for
 
 REPO = Path(__file__).resolve().parents[1]
 SWEEPS = sorted((REPO / "sweeps").glob("*.yaml"))  # the case studies' paper-size grids
@@ -29,10 +28,7 @@ MODELS = {"LSTMLanguageModel", "TransformerLanguageModel"}
 
 
 def run_main(argv, capsys):
-    try:
-        code = main(argv)
-    except SystemExit as exc:  # argparse usage errors
-        code = exc.code
+    code = exit_status(argv)
     return code, capsys.readouterr().err
 
 

@@ -23,15 +23,12 @@ import torch
 
 from cfl_lightning.checkpoint_io import AtomicCheckpointIO, atomic_torch_save
 from cfl_lightning.cli.train import main
-from tests.helpers import CI_LIMIT_S, CONFIG, SMALL
+from tests.helpers import CI_LIMIT_S, CONFIG, SMALL, exit_status
 from tests.helpers import REPO as ROOT
 
 
 def run(args: list[str], capsys) -> tuple[int, str, str]:
-    try:
-        code = main(args)
-    except SystemExit as exit_:  # argument errors exit from the parser
-        code = exit_.code
+    code = exit_status(args, main)
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 
