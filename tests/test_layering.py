@@ -28,27 +28,6 @@ CONTRACTS = ["floors", "core-no-training-stack", "metrics-no-data", "sweep-no-tr
              "no-cycles"]
 
 
-def test_the_contracts_are_configured():
-    """Every rule has its contract in pyproject.toml (a deleted contract cannot pass unseen)."""
-    assert [c["id"] for c in import_contracts.options()["contracts"]] == CONTRACTS
-
-
-def test_the_package_keeps_its_import_contracts():
-    assert import_contracts.broken(PACKAGE) == {}
-
-
-def test_at_most_eleven_floors_and_no_cycle():
-    """The longest chain of units importing each other, the package root counted as a unit (the
-    floors contract cannot count: siblings on one floor may import each other)."""
-    found = floors(PACKAGE)
-    assert found["cycles"] == [] and find_cycles(module_graph(PACKAGE)) == [], found
-    assert found["floors"] <= MAX_FLOORS, found
-    # the figures describe the real package (a sanity floor: an empty read would pass above)
-    assert found["units"] >= 20 and found["edges"] >= 60 and found["floors"] >= 8, found
-    assert found["chain"][0] == "cli" and found["chain"][-1] == "errors", found
-    assert len(module_graph(PACKAGE)) >= 100
-
-
 # --------------------------------------------------------------------------- what contracts miss
 
 
@@ -134,40 +113,65 @@ def floors(root: Path) -> dict[str, object]:
     }
 
 
-class import_contracts:  # noqa: N801 (a namespace)
-    """The ``[tool.importlinter]`` contracts of pyproject.toml, run in process on any package."""
+# --------------------------------------------------------------------------- the contracts
 
-    @staticmethod
-    def options() -> dict:
-        import tomllib
 
-        with open(REPO / "pyproject.toml", "rb") as handle:
-            return tomllib.load(handle)["tool"]["importlinter"]
+def contract_ids() -> list[str]:
+    """The ids of the ``[tool.importlinter]`` contracts in pyproject.toml, in order."""
+    import tomllib
 
-    @staticmethod
-    def broken(root: Path, only: list[str] | None = None) -> dict[str, str]:
-        """``{contract id: import-linter's account}`` of the contracts ``root`` breaks (the
-        package renamed to ``root.name`` throughout the configuration)."""
-        import tempfile
+    with open(REPO / "pyproject.toml", "rb") as handle:
+        return [c["id"] for c in tomllib.load(handle)["tool"]["importlinter"]["contracts"]]
 
-        from importlinter import configuration
-        from importlinter.application import use_cases
 
-        configuration.configure()
-        use_cases._register_built_in_contract_types()  # as lint-imports does
-        text = (REPO / "pyproject.toml").read_text(encoding="utf-8")
-        with tempfile.TemporaryDirectory() as folder:
-            config = Path(folder) / "pyproject.toml"
-            config.write_text(text.replace("cfl_lightning", root.name), encoding="utf-8")
-            options = use_cases.read_user_options(str(config))
-        options.contracts_options = [
-            c for c in options.contracts_options if only is None or c["id"] in only]
-        ids = {c["name"]: c["id"] for c in options.contracts_options}
-        with on_path(root):
-            report = use_cases.create_report(options, cache_dir=None)
-        assert not report.could_not_run, report.invalid_contract_options
-        return {ids[contract.name]: repr(check.metadata)
-                for contract, check in report.get_contracts_and_checks() if not check.kept}
+def broken_contracts(root: Path, only: list[str] | None = None) -> dict[str, str]:
+    """``{contract id: import-linter's account}`` of the pyproject.toml contracts that the package
+    at ``root`` breaks (run in process as ``lint-imports`` would, no cache; ``cfl_lightning``
+    renamed to ``root.name`` throughout the configuration)."""
+    import tempfile
+
+    from importlinter import configuration
+    from importlinter.application import use_cases
+
+    configuration.configure()
+    use_cases._register_built_in_contract_types()  # as lint-imports does
+    text = (REPO / "pyproject.toml").read_text(encoding="utf-8")
+    with tempfile.TemporaryDirectory() as folder:
+        config = Path(folder) / "pyproject.toml"
+        config.write_text(text.replace("cfl_lightning", root.name), encoding="utf-8")
+        options = use_cases.read_user_options(str(config))
+    options.contracts_options = [
+        c for c in options.contracts_options if only is None or c["id"] in only]
+    ids = {c["name"]: c["id"] for c in options.contracts_options}
+    with on_path(root):
+        report = use_cases.create_report(options, cache_dir=None)
+    assert not report.could_not_run, report.invalid_contract_options
+    return {ids[contract.name]: repr(check.metadata)
+            for contract, check in report.get_contracts_and_checks() if not check.kept}
+
+
+# --------------------------------------------------------------------------- the checks
+
+
+def test_the_contracts_are_configured():
+    """Every rule has its contract in pyproject.toml (a deleted contract cannot pass unseen)."""
+    assert contract_ids() == CONTRACTS
+
+
+def test_the_package_keeps_its_import_contracts():
+    assert broken_contracts(PACKAGE) == {}
+
+
+def test_at_most_eleven_floors_and_no_cycle():
+    """The longest chain of units importing each other, the package root counted as a unit (the
+    floors contract cannot count: siblings on one floor may import each other)."""
+    found = floors(PACKAGE)
+    assert found["cycles"] == [] and find_cycles(module_graph(PACKAGE)) == [], found
+    assert found["floors"] <= MAX_FLOORS, found
+    # the figures describe the real package (a sanity floor: an empty read would pass above)
+    assert found["units"] >= 20 and found["edges"] >= 60 and found["floors"] >= 8, found
+    assert found["chain"][0] == "cli" and found["chain"][-1] == "errors", found
+    assert len(module_graph(PACKAGE)) >= 100
 
 
 _STACK_PROBE = """
@@ -243,7 +247,7 @@ def _copy_with(tmp_path: Path, edits: dict[str, str]) -> Path:
 def test_each_contract_catches_its_own_fault(tmp_path, contract, edits):
     """Negative control: one bad import breaks its contract, and only it."""
     fake = _copy_with(tmp_path, edits)
-    assert import_contracts.broken(fake).keys() == {contract}
+    assert broken_contracts(fake).keys() == {contract}
 
 
 def _fake_package(tmp_path: Path, files: dict[str, str]) -> Path:
@@ -303,7 +307,7 @@ def test_the_module_cycle_check_catches_a_cycle_through_a_package_init(tmp_path)
     })
     assert find_cycles(module_graph(fake)) == [
         [f"{FAKE}.data", f"{FAKE}.data.cache", f"{FAKE}.data"]]
-    assert import_contracts.broken(fake, only=["no-cycles"]) == {}  # what the contract misses
+    assert broken_contracts(fake, only=["no-cycles"]) == {}  # what the contract misses
 
 
 def test_offenders_sees_every_spelling_of_an_import(tmp_path):
