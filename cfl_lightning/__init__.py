@@ -35,8 +35,7 @@ from cfl_lightning.sampling import (
     sample_visiting,
     stake_states,
 )
-
-__version__ = "0.2.0"
+from cfl_lightning.version import __version__
 
 # name -> module, imported on first access (these pull in lightning / torchmetrics).
 _LAZY = {

@@ -6,6 +6,7 @@ import os
 
 os.environ.setdefault("WANDB_MODE", "disabled")
 os.environ.setdefault("WANDB_SILENT", "true")
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # the CLI processes some tests start, too
 
 import pytest
 import torch
@@ -13,6 +14,7 @@ import torch
 torch.set_num_threads(1)
 
 from cfl_lightning.automata import PFSA, parity_starfree_pfsa, random_pfsa
+from tests.helpers import short_pfsa
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
@@ -20,25 +22,6 @@ DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 @pytest.fixture(params=DEVICES)
 def device(request) -> str:
     return request.param
-
-
-def short_pfsa() -> PFSA:
-    """3 states, 2 symbols, short strings (mean length ~2.4): enumerable to high mass."""
-    return PFSA.from_dict(
-        {
-            "alphabet": ["a", "b"],
-            "states": ["s", "t", "u"],
-            "initial": "s",
-            "final": {"s": 0.3, "t": 0.5, "u": 0.4},
-            "transitions": [
-                {"source": "s", "symbol": "a", "target": "t", "weight": 0.4},
-                {"source": "s", "symbol": "b", "target": "s", "weight": 0.3},
-                {"source": "t", "symbol": "a", "target": "u", "weight": 0.2},
-                {"source": "t", "symbol": "b", "target": "s", "weight": 0.3},
-                {"source": "u", "symbol": "a", "target": "t", "weight": 0.6},
-            ],
-        }
-    )
 
 
 @pytest.fixture

@@ -15,23 +15,10 @@ from cfl_lightning.automata import (
     resampled_parity_starfree_pfsa,
 )
 from cfl_lightning.errors import EventError, PFSAError
-from tests.conftest import short_pfsa
+from tests import helpers
+from tests.helpers import short_pfsa
 
-PARITY_JSON = {
-    "alphabet": ["a", "b"],
-    "states": ["init", "odd", "even", "rep"],
-    "initial": "init",
-    "final": {"odd": 0.1, "rep": 0.1},
-    "transitions": [
-        {"source": "init", "symbol": "a", "target": "rep", "weight": 0.3},
-        {"source": "init", "symbol": "b", "target": "odd", "weight": 0.7},
-        {"source": "odd", "symbol": "a", "target": "odd", "weight": 0.45},
-        {"source": "odd", "symbol": "b", "target": "even", "weight": 0.45},
-        {"source": "even", "symbol": "a", "target": "even", "weight": 0.5},
-        {"source": "even", "symbol": "b", "target": "odd", "weight": 0.5},
-        {"source": "rep", "symbol": "a", "target": "rep", "weight": 0.9},
-    ],
-}
+PARITY_JSON = helpers.PARITY_JSON  # (tests/test_one_path.py still imports it from here)
 
 
 def test_issue_schema_roundtrip(tmp_path):

@@ -12,7 +12,7 @@ from cfl_lightning.automata import Event, parity_starfree_pfsa, random_pfsa
 from cfl_lightning.sampling.feasibility import max_occurrences
 from cfl_lightning.semiring import backward_fast, backward_lehmann, initial_count_law
 from cfl_lightning.semiring.powers import power_rows
-from tests.conftest import short_pfsa
+from tests.helpers import short_pfsa
 from tests.reference import count_pmf
 
 CASES = [

@@ -26,12 +26,11 @@ import pytest
 import torch
 
 from cfl_lightning import PFSA, CflError, OutputError, SizeError, sample_corpus
-from cfl_lightning.__main__ import main
 from cfl_lightning.analysis import draw as draw_module
 from cfl_lightning import sweep as sw
 from cfl_lightning.io import Interrupted, atomic_open, check_output, signals_interrupt
 from cfl_lightning.sampling import budget
-from tests.test_automata import PARITY_JSON
+from tests.helpers import CI_LIMIT_S, PARITY_JSON, exit_status
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "WANDB_MODE": "disabled"}
@@ -127,10 +126,7 @@ def work(tmp_path, monkeypatch):
 
 
 def run_main(argv):
-    try:
-        return main(argv)
-    except SystemExit as exc:  # argparse usage errors
-        return exc.code
+    return exit_status(argv)
 
 
 SAMPLE = ["sample", "--automaton", "a.json", "--num-strings", "5", "--seed", "0"]
@@ -256,7 +252,7 @@ def test_named_pipe_output_is_streamed(work, capsys):
     reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
     reader.start()
     assert run_main(SAMPLE + ["--output", str(fifo)]) == 0, capsys.readouterr().err
-    reader.join(timeout=30)
+    reader.join(timeout=CI_LIMIT_S)
     lines = got[0].decode().splitlines()
     assert len(lines) == 5 and all("symbols" in json.loads(line) for line in lines)
     assert stat.S_ISFIFO(fifo.lstat().st_mode)  # still a pipe, not replaced by a file
@@ -334,14 +330,14 @@ def test_signal_during_a_long_write_leaves_no_temp_file(tmp_path, sig, code):
         # this child): give it the default dispositions an interactive user's process has
         preexec_fn=_default_signals,
     )
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + CI_LIMIT_S  # the child's imports may take minutes under load
     while not temp_files(tmp_path) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
     if not temp_files(tmp_path):
         proc.kill()
         pytest.fail(f"the write was not seen (exit {proc.wait()}): {proc.stderr.read()[-500:]}")
     proc.send_signal(sig)
-    _, err = proc.communicate(timeout=60)
+    _, err = proc.communicate(timeout=CI_LIMIT_S)
     assert proc.returncode == code, err
     assert "interrupted" in err and "Traceback" not in err and len(err.splitlines()) <= 5
     assert target.read_text() == "precious\n" and not temp_files(tmp_path)
@@ -396,7 +392,7 @@ def test_size_refusals_keep_peak_memory_bounded(work):
     env = {k: v for k, v in ENV.items() if k != "CFL_LIGHTNING_MEMORY_LIMIT"}
     proc = subprocess.run(
         [sys.executable, "-c", CHILD.replace("__LIMIT__", str(6 * 1024**3)), json.dumps(argvs)],
-        cwd=work, env=env, capture_output=True, text=True, timeout=300,
+        cwd=work, env=env, capture_output=True, text=True, timeout=CI_LIMIT_S,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     report = json.loads(proc.stdout.splitlines()[-1])

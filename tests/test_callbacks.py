@@ -25,6 +25,7 @@ from cfl_lightning.cli.train import main
 from cfl_lightning.data import PFADataModule
 from cfl_lightning.metrics import DecomposedKL, EpochLoss
 from cfl_lightning.results import RESULT_KEYS
+from tests.helpers import CI_LIMIT_S
 
 ROOT = Path(__file__).resolve().parents[1]
 PRE = json.loads((ROOT / "tests" / "data" / "shipped_results.json").read_text())
@@ -237,7 +238,7 @@ def test_ddp_two_processes_equal_one_process(tmp_path, sizes):
     for devices in (1, 2):
         proc = subprocess.run([sys.executable, script, str(tmp_path), str(devices),
                                *map(str, sizes)], env=env,
-                              cwd=tmp_path, capture_output=True, text=True, timeout=120)
+                              cwd=tmp_path, capture_output=True, text=True, timeout=CI_LIMIT_S)
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert "sync_dist" not in proc.stderr
     one = json.loads((tmp_path / "rank0_of1.json").read_text())
@@ -275,7 +276,7 @@ def test_readme_bring_your_own_model_example_runs(tmp_path):
     env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}", "OMP_NUM_THREADS": "1",
            "WANDB_MODE": "disabled", "CFL_LIGHTNING_CACHE": "none"}
     proc = subprocess.run([sys.executable, "gru_lm.py"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=240)
+                          capture_output=True, text=True, timeout=CI_LIMIT_S)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "best: " in proc.stdout
     path = Path(re.search(r"^results: (.+)$", proc.stdout, re.M).group(1))
@@ -292,7 +293,7 @@ def test_readme_bring_your_own_model_example_runs(tmp_path):
            "--data.test_strings=40", "--trainer.max_epochs=1",
            f"--trainer.default_root_dir={tmp_path / 'cli'}"]
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=240)
+                          timeout=CI_LIMIT_S)
     assert proc.returncode == 0, proc.stderr[-3000:]
     path = Path(proc.stdout.strip().splitlines()[-1].split("results: ", 1)[1])
     results = json.loads(path.read_text())
@@ -368,7 +369,7 @@ def test_readme_data_module_example_runs_quietly(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1",
            "WANDB_MODE": "disabled", "CFL_LIGHTNING_CACHE": "none"}
     proc = subprocess.run([sys.executable, "example.py"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=240)
+                          capture_output=True, text=True, timeout=CI_LIMIT_S)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (tmp_path / "a.json").exists()
     assert "no `validation_step`" not in proc.stderr and "Skipping val loop" not in proc.stderr

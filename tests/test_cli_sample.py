@@ -8,8 +8,7 @@ import sys
 
 import pytest
 
-from cfl_lightning.__main__ import main
-from tests.test_automata import PARITY_JSON
+from tests.helpers import PARITY_JSON, exit_status, run_cli
 
 
 @pytest.fixture
@@ -20,12 +19,8 @@ def parity_file(tmp_path):
 
 
 def run(argv, capsys):
-    try:
-        code = main(argv)
-    except SystemExit as exc:  # argparse usage errors
-        code = exc.code
-    captured = capsys.readouterr()
-    return code, captured.err
+    code = exit_status(argv)
+    return code, capsys.readouterr().err
 
 
 def test_sample_exact_writes_jsonl(parity_file, tmp_path, capsys):
@@ -102,6 +97,18 @@ def test_invalid_automaton_file(tmp_path, capsys, mutation, match):
     )
     assert code == 2 and match in err and "bad.json" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "o.jsonl").exists()
+
+
+def test_missing_automaton_is_one_line_in_process(tmp_path):
+    """The quick counterpart of the whole-process check below: exit 2, one line on stderr naming
+    the file, nothing on stdout, no traceback, nothing written."""
+    bad = run_cli("sample", "--automaton", tmp_path / "x.json", "--num-strings", "3", "--seed", "0",
+                  "--output", tmp_path / "o.jsonl")
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad
+    assert "x.json" in bad.stderr and "Traceback" not in bad.stderr and bad.stdout == ""
+    assert not (tmp_path / "o.jsonl").exists()
+    ok = run_cli("sample", "--automaton", tmp_path / "x.json", "--help")  # negative control
+    assert ok.returncode == 0 and "--num-strings" in ok.stdout and ok.stderr == ""
 
 
 @pytest.mark.slow

@@ -14,10 +14,10 @@ import torch
 
 from cfl_lightning.automata import Event, parity_starfree_pfsa, random_pfsa
 from cfl_lightning.sampling import law as law_module
-from cfl_lightning.sampling.counts import CountLaw, split_exact, tilt
+from cfl_lightning.sampling.counts import split_exact, tilt
 from cfl_lightning.sampling.law import law_for_total, law_upto
-from tests.conftest import short_pfsa
-from tests.reference import chi_square_pvalue, convolution_power, count_pmf
+from tests.helpers import check_split_law_by_position, short_pfsa
+from tests.reference import chi_square_pvalue, count_pmf
 
 ALPHA = 1e-3
 
@@ -85,26 +85,7 @@ def test_law_upto_is_the_complete_prefix():
 @pytest.mark.parametrize("k", [64, 3])
 def test_on_device_split_law_by_position(device, k):
     """Marginal of the first and last count given the total; K = 64 uses per-level tables."""
-    pfsa = short_pfsa()
-    fn = Event.parse("symbol:a").function(pfsa)
-    pmf = count_pmf(pfsa, fn, 200, tol=1e-280)
-    n = round(1.5 * k * float((np.arange(201) * pmf).sum()))
-    with np.errstate(divide="ignore"):
-        law = CountLaw(torch.from_numpy(np.log(pmf[: n + 1])))
-    gen = torch.Generator(device=device).manual_seed(11)
-    runs = 3000
-    draws = split_exact(law, k, n, gen, draws=runs)
-    assert draws.device.type == torch.device(device).type
-    draws = draws.cpu()
-    assert torch.all(draws.sum(1) == n)
-    rest, whole = convolution_power(pmf, k - 1), convolution_power(pmf, k)[n]
-    expected = {j: pmf[j] * rest[n - j] / whole for j in range(n + 1)}
-    for column in (0, k - 1):
-        observed = Counter(draws[:, column].tolist())
-        assert chi_square_pvalue(observed, expected, runs) > ALPHA
-    # Negative control: the unconditioned per-string law is rejected.
-    observed = Counter(draws[:, 0].tolist())
-    assert chi_square_pvalue(observed, dict(enumerate(pmf)), runs) < ALPHA
+    check_split_law_by_position(device, k, ALPHA)
 
 
 @pytest.mark.slow

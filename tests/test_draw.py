@@ -7,9 +7,9 @@ import shutil
 
 import pytest
 
-from cfl_lightning.__main__ import main
 from cfl_lightning.analysis import draw
 from cfl_lightning.automata import parity_starfree_pfsa, random_pfsa
+from tests.helpers import exit_status
 
 needs_dot = pytest.mark.skipif(
     shutil.which("dot") is None, reason="graphviz's dot is not installed (apt-get install graphviz)"
@@ -17,10 +17,7 @@ needs_dot = pytest.mark.skipif(
 
 
 def run_main(argv, capsys):
-    try:
-        code = main(argv)
-    except SystemExit as exc:
-        code = exc.code
+    code = exit_status(argv)
     return code, capsys.readouterr().err
 
 

@@ -1,86 +1,45 @@
-"""Static checks of the package's layering (read from the source files, nothing imported)."""
+"""The package's layering: import-linter contracts (``[tool.importlinter]`` in pyproject.toml) and,
+in Python, only what a contract cannot say (the floor count with the package root counted, import
+cycles through a package's own ``__init__``, and what is imported at run time). Each rule has a
+negative control: a copy of the package with one bad import breaks that rule and no other.
+
+``python tests/test_layering.py`` prints the import graph's figures.
+"""
 
 from __future__ import annotations
 
-import ast
-import functools
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "cfl_lightning"
+from tests.helpers import PACKAGE, REPO, on_path, offenders, package_graph
+
+#: what tests/test_ensemble.py imports from here (it should import ``offenders`` from tests.helpers)
+_offenders = offenders
+
+#: issue 29: at most 11 floors (the longest import chain between units, the package root counted)
+MAX_FLOORS = 11
+
+CONTRACTS = ["floors", "core-no-training-stack", "metrics-no-data", "sweep-no-training-code",
+             "no-cycles"]
 
 
-def _imported_modules(path: Path, root: Path | None = None) -> list[str]:
-    """Absolute names of every module imported anywhere in ``path`` (relative imports resolved)."""
-    root = PACKAGE if root is None else root
-    package = ".".join(path.relative_to(root.parent).with_suffix("").parts[:-1])
-    names = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
-        if isinstance(node, ast.Import):
-            names.extend(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")
-                parts = parts[: len(parts) - node.level + 1]
-                base = ".".join(parts + ([base] if base else []))
-            names.append(base)
-            names.extend(f"{base}.{alias.name}" for alias in node.names)
-    return names
+# --------------------------------------------------------------------------- what contracts miss
 
 
-def _offenders(folder: str, forbidden: str) -> list[str]:
-    found = []
-    for path in sorted((PACKAGE / folder).rglob("*.py")):
-        for name in _imported_modules(path):
-            if name == forbidden or name.startswith(forbidden + "."):
-                found.append(f"{path.relative_to(PACKAGE.parent)} imports {name}")
-    return found
-
-
-CORE = ("automata", "semiring", "sampling", "metrics")
-TRAINING_STACK = ("lightning", "pytorch_lightning", "wandb")
-# Layers below the CLI: none of them imports ``cfl_lightning.cli``.
-LAYERS = [
-    "analysis", "automata", "callbacks", "data", "ensemble", "metrics", "models", "sampling",
-    "semiring", "sweep",
-]
-
-
-def _modules(root: Path) -> dict[str, Path]:
-    """``{dotted name: file}`` of every module of the package at ``root``."""
-    found = {}
-    for path in sorted(root.rglob("*.py")):
-        parts = path.relative_to(root.parent).with_suffix("").parts
-        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
-    return found
-
-
-def import_graph(root: Path) -> dict[str, set[str]]:
-    """Module -> the package's modules it names in an import (anywhere in the file).
-
-    ``from a.b import c`` names ``a.b`` and, when it is a module, ``a.b.c``; parent packages
-    imported implicitly are not edges (every submodule would otherwise form a cycle with them).
-    """
-    modules = _modules(root)
-    graph = {}
-    for name, path in modules.items():
-        edges = set()
-        for imported in _imported_modules(path, root):
-            while imported and imported not in modules:
-                imported = imported.rpartition(".")[0]
-            if imported and imported != name:
-                edges.add(imported)
-        graph[name] = edges
-    return graph
+def module_graph(root: Path) -> dict[str, set[str]]:
+    """Module -> the package's modules it imports (anywhere in its file)."""
+    graph = package_graph(root)
+    return {m: set(graph.find_modules_directly_imported_by(m)) - {m} for m in graph.modules}
 
 
 def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """One cycle (``[a, b, ..., a]``) per strongly connected component with more than one node."""
+    """One cycle (``[a, b, ..., a]``) per strongly connected component with more than one node
+    (a package's ``__init__`` and its own modules included, which no contract compares)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -97,11 +56,8 @@ def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
                 low[node] = min(low[node], index[nxt])
         if low[node] == index[node]:
             component = []
-            while True:
-                member = stack.pop()
-                component.append(member)
-                if member == node:
-                    break
+            while component[-1:] != [node]:
+                component.append(stack.pop())
             if len(component) > 1:
                 cycles.append(_path_through(graph, sorted(component)))
 
@@ -130,179 +86,92 @@ def _path_through(graph: dict[str, set[str]], component: list[str]) -> list[str]
     return component
 
 
-def external_imports(root: Path) -> dict[str, set[str]]:
-    """Module -> the top-level names of the modules outside the package it imports anywhere
-    (``lightning``, ``wandb``, ``torch``, ...)."""
-    package = root.name
-    found = {}
-    for name, path in _modules(root).items():
-        tops = {imported.split(".")[0] for imported in _imported_modules(path, root) if imported}
-        found[name] = tops - {package}
-    return found
+def floors(root: Path) -> dict[str, object]:
+    """The units (the root package and each ``root.X``), the edges between them, their cycles,
+    and the floor count: the longest chain of units importing each other (0 when cyclic)."""
+    def unit(name: str) -> str:
+        return ".".join(name.split(".")[:2])
 
-
-def _with_parents(name: str, modules: dict) -> list[str]:
-    """``name`` and the packages above it that importing it runs (``a.b.c`` -> ``a.b``, ``a``)."""
-    parts = name.split(".")
-    return [".".join(parts[:i]) for i in range(len(parts), 0, -1) if ".".join(parts[:i]) in modules]
-
-
-def reach(graph: dict[str, set[str]], starts: list[str]) -> dict[str, list[str]]:
-    """Every module that importing ``starts`` may import (lazy imports and the parent packages'
-    ``__init__`` included), each with one import chain from a start to it."""
-    chains: dict[str, list[str]] = {}
-    queue = []
-    for start in starts:
-        for name in _with_parents(start, graph):
-            if name not in chains:
-                chains[name] = [start] if name == start else [start, name]
-                queue.append(name)
-    while queue:
-        node = queue.pop(0)
-        for nxt in sorted(graph[node]):
-            for name in _with_parents(nxt, graph):
-                if name not in chains:
-                    chains[name] = [*chains[node], name]
-                    queue.append(name)
-    return chains
-
-
-def unit_of(name: str, package: str = "cfl_lightning") -> str | None:
-    """The top-level unit of a module (``cfl_lightning.data.cache`` -> ``cfl_lightning.data``);
-    None for the package root itself."""
-    parts = name.split(".")
-    return ".".join(parts[:2]) if parts[0] == package and len(parts) > 1 else None
-
-
-def members(graph: dict[str, set[str]], unit: str) -> list[str]:
-    """The modules of a unit (the unit's own module or package and everything below it)."""
-    return [name for name in graph if name == unit or name.startswith(unit + ".")]
-
-
-def transitive_offenders(
-    root: Path, unit: str, forbidden: tuple[str, ...]
-) -> list[str]:
-    """Import chains from ``unit`` to a forbidden module: a package module (``cfl_lightning.X``)
-    or an outside package (``lightning``), as ``a -> b -> ... -> forbidden``."""
-    graph, external = _read(root)
-    found = []
-    for name, chain in sorted(reach(graph, members(graph, unit)).items()):
-        for bad in forbidden:
-            if name == bad or name.startswith(bad + "."):
-                found.append(" -> ".join(chain))
-            elif "." not in bad and bad in external[name]:
-                found.append(" -> ".join([*chain, bad]))
-    return found
-
-
-def unit_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
-    """The import graph between top-level units (``cfl_lightning.X``; the package root, whose
-    ``__init__`` only re-exports, is left out), without self-edges."""
     units: dict[str, set[str]] = {}
-    for name, edges in graph.items():
-        source = unit_of(name)
-        if source is None:
-            continue
-        targets = units.setdefault(source, set())
-        for edge in edges:
-            target = unit_of(edge)
-            if target is not None and target != source:
-                targets.add(target)
-    return units
-
-
-def longest_chain(units: dict[str, set[str]]) -> list[str]:
-    """The longest import chain of an acyclic unit graph (its length is the layer count)."""
+    for name, edges in module_graph(root).items():
+        units.setdefault(unit(name), set()).update(unit(e) for e in edges if unit(e) != unit(name))
+    cycles = find_cycles(units)
     best: dict[str, list[str]] = {}
 
     def chain(node: str) -> list[str]:
         if node not in best:
-            below = [chain(nxt) for nxt in sorted(units.get(node, ()))]
-            best[node] = [node, *max(below, key=len, default=[])]
+            best[node] = [node, *max((chain(n) for n in sorted(units[node])), key=len, default=[])]
         return best[node]
 
-    return max((chain(node) for node in sorted(units)), key=len, default=[])
-
-
-def figures(root: Path = PACKAGE) -> dict[str, object]:
-    """The import graph's figures: units, edges between them, layers and the longest chain."""
-    graph, _ = _read(root)
-    units = unit_graph(graph)
-    chain = longest_chain(units) if not find_cycles(units) else []
+    longest = [] if cycles else max((chain(n) for n in sorted(units)), key=len, default=[])
     return {
         "units": len(units),
         "edges": sum(len(v) for v in units.values()),
-        "layers": len(chain),
-        "chain": [name.split(".", 1)[1] for name in chain],
-        "modules": len(graph),
+        "cycles": cycles,
+        "floors": len(longest),
+        "chain": [n.split(".", 1)[-1] if "." in n else n for n in longest],
     }
 
 
-@functools.lru_cache(maxsize=8)
-def _read(root: Path) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
-    """The import graph and the outside imports of the package at ``root`` (read once)."""
-    return import_graph(root), external_imports(root)
+# --------------------------------------------------------------------------- the contracts
 
 
-#: the layer count must stay below this (issue 23: it had reached 13)
-MAX_LAYERS = 13
+def contract_ids() -> list[str]:
+    """The ids of the ``[tool.importlinter]`` contracts in pyproject.toml, in order."""
+    import tomllib
+
+    with open(REPO / "pyproject.toml", "rb") as handle:
+        return [c["id"] for c in tomllib.load(handle)["tool"]["importlinter"]["contracts"]]
 
 
-def test_no_import_cycles():
-    assert find_cycles(import_graph(PACKAGE)) == []
+def broken_contracts(root: Path, only: list[str] | None = None) -> dict[str, str]:
+    """``{contract id: import-linter's account}`` of the pyproject.toml contracts that the package
+    at ``root`` breaks (run in process as ``lint-imports`` would, no cache; ``cfl_lightning``
+    renamed to ``root.name`` throughout the configuration)."""
+    import tempfile
+
+    from importlinter import configuration
+    from importlinter.application import use_cases
+
+    configuration.configure()
+    use_cases._register_built_in_contract_types()  # as lint-imports does
+    text = (REPO / "pyproject.toml").read_text(encoding="utf-8")
+    with tempfile.TemporaryDirectory() as folder:
+        config = Path(folder) / "pyproject.toml"
+        config.write_text(text.replace("cfl_lightning", root.name), encoding="utf-8")
+        options = use_cases.read_user_options(str(config))
+    options.contracts_options = [
+        c for c in options.contracts_options if only is None or c["id"] in only]
+    ids = {c["name"]: c["id"] for c in options.contracts_options}
+    with on_path(root):
+        report = use_cases.create_report(options, cache_dir=None)
+    assert not report.could_not_run, report.invalid_contract_options
+    return {ids[contract.name]: repr(check.metadata)
+            for contract, check in report.get_contracts_and_checks() if not check.kept}
 
 
-@pytest.mark.parametrize("layer", LAYERS)
-def test_no_layer_imports_cli(layer):
-    assert _offenders(layer, "cfl_lightning.cli") == []
+# --------------------------------------------------------------------------- the checks
 
 
-@pytest.mark.parametrize("core", CORE)
-def test_core_imports_no_lightning_or_wandb(core):
-    assert [o for name in TRAINING_STACK for o in _offenders(core, name)] == []
+def test_the_contracts_are_configured():
+    """Every rule has its contract in pyproject.toml (a deleted contract cannot pass unseen)."""
+    assert contract_ids() == CONTRACTS
 
 
-@pytest.mark.parametrize(
-    "forbidden", ["cfl_lightning.ensemble", "cfl_lightning.cli", "cfl_lightning.models",
-                  "cfl_lightning.data", "torch", *TRAINING_STACK],
-)
-def test_sweep_launches_processes_and_imports_no_training_code(forbidden):
-    assert _offenders("sweep", forbidden) == []
+def test_the_package_keeps_its_import_contracts():
+    assert broken_contracts(PACKAGE) == {}
 
 
-UNITS = sorted(unit_graph(import_graph(PACKAGE)))
-#: every unit but the command line and the entry point that dispatches to it
-BELOW_CLI = [u for u in UNITS if u not in ("cfl_lightning.cli", "cfl_lightning.__main__")]
-
-
-@pytest.mark.parametrize("core", CORE)
-def test_core_reaches_no_lightning_or_wandb(core):
-    """Nothing the core imports, however indirectly (lazy imports, other units, the packages'
-    ``__init__``), imports Lightning or wandb."""
-    assert transitive_offenders(PACKAGE, f"cfl_lightning.{core}", TRAINING_STACK) == []
-
-
-def test_metrics_reach_no_data():
-    assert transitive_offenders(PACKAGE, "cfl_lightning.metrics", ("cfl_lightning.data",)) == []
-
-
-@pytest.mark.parametrize("unit", BELOW_CLI)
-def test_nothing_below_the_cli_reaches_it(unit):
-    assert transitive_offenders(PACKAGE, unit, ("cfl_lightning.cli",)) == []
-
-
-def test_units_form_no_cycle():
-    assert find_cycles(unit_graph(import_graph(PACKAGE))) == []
-
-
-def test_fewer_layers_than_the_limit():
-    """The longest import chain between top-level units has fewer than MAX_LAYERS units."""
-    found = figures()
-    assert found["layers"] < MAX_LAYERS, found
+def test_at_most_eleven_floors_and_no_cycle():
+    """The longest chain of units importing each other, the package root counted as a unit (the
+    floors contract cannot count: siblings on one floor may import each other)."""
+    found = floors(PACKAGE)
+    assert found["cycles"] == [] and find_cycles(module_graph(PACKAGE)) == [], found
+    assert found["floors"] <= MAX_FLOORS, found
     # the figures describe the real package (a sanity floor: an empty read would pass above)
-    assert found["units"] >= 20 and found["edges"] >= 60 and found["layers"] >= 8, found
-    assert found["chain"][-1] == "errors" and "cfl_lightning.cli" in UNITS
-    assert {"cfl_lightning.results", "cfl_lightning.sweep", "cfl_lightning.io"} <= set(BELOW_CLI)
+    assert found["units"] >= 20 and found["edges"] >= 60 and found["floors"] >= 8, found
+    assert found["chain"][0] == "cli" and found["chain"][-1] == "errors", found
+    assert len(module_graph(PACKAGE)) >= 100
 
 
 _STACK_PROBE = """
@@ -316,13 +185,13 @@ print(stack())
 """
 
 
-@pytest.mark.slow  # two imports of torch, one of Lightning: ~5-15 s
+@pytest.mark.slow  # a fresh interpreter: two imports of torch, one of Lightning
 def test_importing_the_core_loads_no_lightning_or_wandb():
     """At run time too (dynamic imports included); importing the models, which are Lightning
-    modules, is the probe's negative control."""
+    modules, is the probe's negative control. (In its own process: this one has Lightning.)"""
     out = subprocess.run(
-        [sys.executable, "-c", _STACK_PROBE], capture_output=True, text=True, timeout=300,
-        env={**os.environ, "WANDB_MODE": "disabled"}, check=True,
+        [sys.executable, "-c", _STACK_PROBE], capture_output=True, text=True, check=True,
+        env={**os.environ, "WANDB_MODE": "disabled"}, cwd=REPO,
     ).stdout.splitlines()
     assert out[0] == "[]" and "lightning" in out[1], out
 
@@ -333,64 +202,6 @@ def test_old_sweep_modules_are_gone():
         assert not (PACKAGE / old).exists(), old
 
 
-# --------------------------------------------------------------------------- negative controls
-
-
-def _fake_package(tmp_path, files):
-    root = tmp_path / "cfl_lightning"
-    for name, text in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text + "\n", encoding="utf-8")
-    return root
-
-
-@pytest.mark.parametrize("source", [
-    "from cfl_lightning.cli.wandb_mode import x",
-    "import cfl_lightning.cli",
-    "from ..cli import common",
-    "from .. import cli",
-    "def f():\n    from cfl_lightning.cli import sweep\n",
-])
-def test_layering_check_catches_a_cli_import(tmp_path, monkeypatch, source):
-    """Negative control: the checker sees every spelling of the forbidden import."""
-    fake = _fake_package(tmp_path, {"analysis/bad.py": source})
-    monkeypatch.setitem(globals(), "PACKAGE", fake)
-    assert _offenders("analysis", "cfl_lightning.cli") != []
-
-
-def test_cycle_check_catches_a_lazy_cycle(tmp_path):
-    """Negative control: the shim of old (a lazy import in ``__getattr__``) closes a cycle."""
-    fake = _fake_package(tmp_path, {
-        "__init__.py": "",
-        "analysis/__init__.py": "",
-        "analysis/sweeps.py": "def __getattr__(name):\n    from cfl_lightning import runner\n",
-        "runner.py": "from cfl_lightning.ensemble.sweep import plan_jobs",
-        "ensemble/__init__.py": "",
-        "ensemble/sweep.py": "from cfl_lightning.analysis.sweeps import build_command",
-        "sweep/__init__.py": "from cfl_lightning.sweep import grid",
-        "sweep/grid.py": "import os",
-    })
-    cycles = find_cycles(import_graph(fake))
-    assert len(cycles) == 1 and cycles[0][0] == cycles[0][-1]
-    assert set(cycles[0]) == {
-        "cfl_lightning.analysis.sweeps", "cfl_lightning.runner", "cfl_lightning.ensemble.sweep"}
-    assert find_cycles(import_graph(PACKAGE)) == []  # and the real package has none
-
-
-def test_stack_checks_catch_lightning_in_the_core_and_training_code_in_sweep(tmp_path, monkeypatch):
-    fake = _fake_package(tmp_path, {
-        "sampling/bad.py": "def f():\n    import lightning.pytorch as pl\n",
-        "metrics/bad.py": "from wandb import Run",
-        "sweep/bad.py": "from cfl_lightning.ensemble.trainer import EnsembleTrainer",
-    })
-    monkeypatch.setitem(globals(), "PACKAGE", fake)
-    assert _offenders("sampling", "lightning") != []
-    assert _offenders("metrics", "wandb") != []
-    assert _offenders("sweep", "cfl_lightning.ensemble") != []
-    assert _offenders("sweep", "torch") == []  # only what is there is found
-
-
 def test_cli_wandb_mode_still_importable():
     from cfl_lightning import wandb_mode
     from cfl_lightning.cli import wandb_mode as old
@@ -399,69 +210,123 @@ def test_cli_wandb_mode_still_importable():
     assert old.has_wandb_credentials is wandb_mode.has_wandb_credentials
 
 
-def test_transitive_checks_catch_what_the_direct_one_misses(tmp_path, monkeypatch):
-    """Negative control: Lightning behind another unit, wandb in a parent package's __init__,
-    data behind losses, and the CLI behind a helper are all found, with their chains."""
-    fake = _fake_package(tmp_path, {
-        "__init__.py": "",
-        "helpers.py": "def f():\n    import lightning.pytorch as pl\n    from .cli import common\n",
-        "sampling/__init__.py": "",
-        "sampling/x.py": "from cfl_lightning import helpers",
-        "metrics/__init__.py": "",
-        "metrics/m.py": "from cfl_lightning.losses import loss",
-        "losses.py": "from cfl_lightning.data.batching import collate",
-        "data/__init__.py": "import wandb",
-        "data/batching.py": "collate = None",
-        "automata/__init__.py": "import torch",
-        "models/__init__.py": "",
-        "models/x.py": "from cfl_lightning.helpers import f",
-        "cli/__init__.py": "",
-        "cli/common.py": "from cfl_lightning.models import x",
-    })
-    monkeypatch.setitem(globals(), "PACKAGE", fake)
-    assert _offenders("sampling", "lightning") == [] and _offenders("metrics", "wandb") == []
-    found = transitive_offenders(fake, "cfl_lightning.sampling", TRAINING_STACK)
-    assert found == ["cfl_lightning.sampling.x -> cfl_lightning.helpers -> lightning"]
-    found = transitive_offenders(fake, "cfl_lightning.metrics", TRAINING_STACK)
-    assert found == [
-        "cfl_lightning.metrics.m -> cfl_lightning.losses -> cfl_lightning.data -> wandb"
-    ]
-    found = transitive_offenders(fake, "cfl_lightning.metrics", ("cfl_lightning.data",))
-    assert "cfl_lightning.metrics.m -> cfl_lightning.losses -> cfl_lightning.data.batching" in found
-    found = transitive_offenders(fake, "cfl_lightning.models", ("cfl_lightning.cli",))
-    assert "cfl_lightning.models.x -> cfl_lightning.helpers -> cfl_lightning.cli.common" in found
-    assert transitive_offenders(fake, "cfl_lightning.automata", TRAINING_STACK) == []  # torch: ok
-    assert find_cycles(import_graph(fake))  # cli.common -> models.x -> helpers -> cli.common
+# --------------------------------------------------------------------------- negative controls
+
+FAKE = "fakecfl"
 
 
-def _chain_package(tmp_path, length):
-    """A package whose units ``u0 -> u1 -> ... -> u{length-1}`` import each other in a chain."""
+def _copy_with(tmp_path: Path, edits: dict[str, str]) -> Path:
+    """A copy of the package named ``fakecfl`` (imports renamed), with ``edits`` appended to (or
+    creating) the named files."""
+    root = tmp_path / FAKE
+    shutil.copytree(PACKAGE, root, ignore=shutil.ignore_patterns("__pycache__"))
+    for path in root.rglob("*.py"):
+        path.write_text(path.read_text(encoding="utf-8").replace("cfl_lightning", FAKE),
+                        encoding="utf-8")
+    for name, text in edits.items():
+        path = root / name
+        with path.open("a", encoding="utf-8") as handle:
+            handle.write("\n" + text + "\n")
+    return root
+
+
+@pytest.mark.parametrize("contract,edits", [
+    # an arrow back up, lazy (floor 1 -> floor 2; io does not import wandb_mode: no cycle)
+    ("floors", {"wandb_mode.py": "def _f():\n    from fakecfl.io import atomic_write_text"}),
+    # a new unit placed on no floor
+    ("floors", {"newunit.py": "X = 1"}),
+    # wandb behind another unit (sampling -> progress -> wandb)
+    ("core-no-training-stack", {"progress.py": "def _f():\n    import wandb"}),
+    # data beside the metrics on their floor, but not for them
+    ("metrics-no-data", {"metrics/bad.py": "from fakecfl.data import batching"}),
+    ("sweep-no-training-code", {"sweep/bad.py": "def _f():\n    import torch"}),
+    # two modules of one package importing each other
+    ("no-cycles", {"semiring/bad_a.py": "from fakecfl.semiring.bad_b import b\na = 1",
+                   "semiring/bad_b.py": "from fakecfl.semiring.bad_a import a\nb = 1"}),
+])
+def test_each_contract_catches_its_own_fault(tmp_path, contract, edits):
+    """Negative control: one bad import breaks its contract, and only it."""
+    fake = _copy_with(tmp_path, edits)
+    assert broken_contracts(fake).keys() == {contract}
+
+
+def _fake_package(tmp_path: Path, files: dict[str, str]) -> Path:
+    root = tmp_path / FAKE
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text + "\n", encoding="utf-8")
+    return root
+
+
+def _chain(tmp_path: Path, length: int, through_root: bool = False) -> Path:
+    """Units ``u0 -> u1 -> ... -> u{length-1}``; with ``through_root`` the middle link goes
+    through the package root (``u_k`` imports the root, whose ``__init__`` imports ``u_{k+1}``)."""
     files = {"__init__.py": ""}
-    for i in range(length):
-        files[f"u{i}.py"] = f"from cfl_lightning import u{i + 1}" if i + 1 < length else ""
-    return _fake_package(tmp_path / str(length), files)
+    middle = length // 2
+    for i in range(length - 1):
+        files[f"u{i}.py"] = f"from {FAKE} import u{i + 1}"
+    files[f"u{length - 1}.py"] = ""
+    if through_root:
+        files[f"u{middle}.py"] = f"import {FAKE}"
+        files["__init__.py"] = f"from {FAKE} import u{middle + 1}"
+    return _fake_package(tmp_path / f"{length}-{through_root}", files)
 
 
-def test_layer_count_catches_a_long_chain_and_a_unit_cycle(tmp_path):
-    """Negative control: MAX_LAYERS units in a chain are too many, one fewer are not; two units
-    that import each other through different modules form a cycle the module graph lacks."""
-    too_long = figures(_chain_package(tmp_path, MAX_LAYERS))
-    assert too_long["layers"] == MAX_LAYERS and not too_long["layers"] < MAX_LAYERS
-    assert too_long["chain"][0] == "u0" and too_long["units"] == MAX_LAYERS
-    assert figures(_chain_package(tmp_path, MAX_LAYERS - 1))["layers"] < MAX_LAYERS
+def test_the_floor_count_catches_a_long_chain_the_root_and_a_unit_cycle(tmp_path):
+    """Negative control: 12 units in a chain are too many, 11 are not; a unit that imports the
+    package root sits above what the root imports; two units that import each other through
+    different modules form a cycle the module graph lacks."""
+    too_long = floors(_chain(tmp_path, MAX_FLOORS + 1))
+    assert too_long["floors"] == MAX_FLOORS + 1 and too_long["chain"][0] == "u0"
+    assert floors(_chain(tmp_path, MAX_FLOORS))["floors"] == MAX_FLOORS
+    # 11 modules, but u5 -> root -> u6: the root is a twelfth floor
+    via_root = floors(_chain(tmp_path, MAX_FLOORS, through_root=True))
+    assert via_root["floors"] == MAX_FLOORS + 1 and FAKE in via_root["chain"], via_root
     fake = _fake_package(tmp_path / "cycle", {
         "__init__.py": "",
         "a/__init__.py": "",
-        "a/x.py": "from cfl_lightning.b.y import f",
+        "a/x.py": f"from {FAKE}.b.y import f",
         "a/w.py": "w = 1",
         "b/__init__.py": "",
         "b/y.py": "f = 1",
-        "b/z.py": "from cfl_lightning.a.w import w",
+        "b/z.py": f"def g():\n    from {FAKE}.a.w import w",
     })
-    assert find_cycles(import_graph(fake)) == []
-    assert find_cycles(unit_graph(import_graph(fake))) != []
-    assert figures(fake)["layers"] == 0  # no layering of a cyclic graph
+    assert find_cycles(module_graph(fake)) == []
+    found = floors(fake)
+    assert found["cycles"] != [] and found["floors"] == 0  # no floors in a cyclic graph
+
+
+def test_the_module_cycle_check_catches_a_cycle_through_a_package_init(tmp_path):
+    """Negative control: a package whose ``__init__`` imports a module that imports the package
+    back (the acyclic-siblings contract looks at siblings only)."""
+    fake = _fake_package(tmp_path, {
+        "__init__.py": "",
+        "data/__init__.py": f"from {FAKE}.data.cache import load\nLIMIT = 1",
+        "data/cache.py": f"def load():\n    from {FAKE}.data import LIMIT",
+    })
+    assert find_cycles(module_graph(fake)) == [
+        [f"{FAKE}.data", f"{FAKE}.data.cache", f"{FAKE}.data"]]
+    assert broken_contracts(fake, only=["no-cycles"]) == {}  # what the contract misses
+
+
+def test_offenders_sees_every_spelling_of_an_import(tmp_path):
+    """Negative control of the helper tests/test_ensemble.py uses."""
+    fake = _fake_package(tmp_path, {
+        "__init__.py": "",
+        "cli/__init__.py": "",
+        "cli/common.py": "X = 1",
+        "analysis/__init__.py": "",
+        "analysis/a.py": f"from {FAKE}.cli.common import X",
+        "analysis/b.py": "from ..cli import common",
+        "analysis/c.py": f"def f():\n    import {FAKE}.cli",
+        "analysis/d.py": "import os",
+    })
+    found = offenders("analysis", f"{FAKE}.cli", package=fake)
+    assert [line.split(" imports ")[0] for line in found] == [
+        f"{FAKE}/analysis/a.py", f"{FAKE}/analysis/b.py", f"{FAKE}/analysis/c.py"], found
+    assert offenders("analysis", "lightning", package=fake) == []
 
 
 if __name__ == "__main__":  # python tests/test_layering.py: the import graph's figures
-    print(figures())
+    print(floors(PACKAGE))

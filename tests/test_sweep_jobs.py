@@ -21,7 +21,7 @@ import pytest
 
 from cfl_lightning.__main__ import main
 from cfl_lightning.sweep import SweepPoint, jobs, run_name
-from tests.processes import survivors, wait_for
+from tests.helpers import CI_LIMIT_S, survivors, wait_for
 
 REPO = Path(__file__).resolve().parents[1]
 FIT = ["${env}", "${interpreter}", "-m", "cfl_lightning", "fit", "${args}"]
@@ -293,7 +293,7 @@ def test_real_ensemble_job_reports_an_impossible_member_alone(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "cfl_lightning", "sweep", str(grid), "--output",
          str(tmp_path / "out"), "--ensemble", "8"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=600,
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=CI_LIMIT_S,
     )
     assert proc.returncode == 1, proc.stderr
     assert "2 done, 0 skipped (already done), 2 failed of 4 points" in proc.stderr

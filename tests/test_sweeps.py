@@ -12,13 +12,12 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from cfl_lightning.__main__ import main
 from cfl_lightning import sweep as sw
+from tests.helpers import CI_LIMIT_S, exit_status, wait_for
 
 REPO = Path(__file__).resolve().parents[1]
 SWEEPS = sorted((REPO / "sweeps").glob("*.yaml"))  # the case studies' paper-size grids
@@ -29,10 +28,7 @@ MODELS = {"LSTMLanguageModel", "TransformerLanguageModel"}
 
 
 def run_main(argv, capsys):
-    try:
-        code = main(argv)
-    except SystemExit as exc:  # argparse usage errors
-        code = exc.code
+    code = exit_status(argv)
     return code, capsys.readouterr().err
 
 
@@ -362,12 +358,9 @@ def test_runner_interrupt_terminates_children(tmp_path):
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 60
-    while len(calls(tmp_path)) < 2 and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert len(calls(tmp_path)) == 2
+    wait_for(lambda: len(calls(tmp_path)) == 2, proc)  # both runs started (progress, not time)
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=30)
+    _, err = proc.communicate(timeout=CI_LIMIT_S)
     assert proc.returncode == 130, err
     assert "interrupted" in err and "2 not run" in err
     for call in calls(tmp_path):

@@ -21,6 +21,7 @@ from cfl_lightning.cli.train import main
 from cfl_lightning.cli.wandb_mode import ensure_wandb_mode, has_wandb_credentials
 from cfl_lightning.models import LSTMLanguageModel
 from cfl_lightning.results import RESULT_KEYS
+from tests.helpers import CI_LIMIT_S
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"
@@ -159,7 +160,7 @@ def test_wandb_offline_without_configuration_in_subprocess(tmp_path):
            "--data.num_strings=30", "--data.val_strings=10", "--data.test_strings=10",
            "--trainer.max_epochs=1", "--model.param_budget=20000"]
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, timeout=240)
+                          capture_output=True, text=True, timeout=CI_LIMIT_S)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "results: runs/parity_starfree/csv/version_0/results.json" in proc.stdout
     runs = list((tmp_path / "runs" / "parity_starfree" / "wandb").glob("offline-run-*"))

@@ -23,14 +23,12 @@ import torch
 
 from cfl_lightning.checkpoint_io import AtomicCheckpointIO, atomic_torch_save
 from cfl_lightning.cli.train import main
-from tests.test_train_cli_errors import CONFIG, ROOT, SMALL
+from tests.helpers import CI_LIMIT_S, CONFIG, SMALL, exit_status
+from tests.helpers import REPO as ROOT
 
 
 def run(args: list[str], capsys) -> tuple[int, str, str]:
-    try:
-        code = main(args)
-    except SystemExit as exit_:  # argument errors exit from the parser
-        code = exit_.code
+    code = exit_status(args, main)
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 
@@ -278,7 +276,7 @@ def test_fit_on_a_real_full_2mb_tmpfs(tmp_path):
                "WANDB_MODE": "disabled", "CFL_LIGHTNING_CACHE": "none"}
         args = [a for a in fit_args(disk / "run", "--trainer.max_epochs=6") if "budget" not in a]
         proc = subprocess.run([sys.executable, "-m", "cfl_lightning", *args], env=env,
-                              cwd=tmp_path, capture_output=True, text=True, timeout=300)
+                              cwd=tmp_path, capture_output=True, text=True, timeout=CI_LIMIT_S)
         line = one_line(proc.returncode, proc.stderr, "No space left on device", "logs are kept")
         assert ".ckpt" in line
         version = disk / "run" / "csv" / "version_0"
@@ -336,6 +334,6 @@ def test_wandb_online_without_key_and_late_size_refusal_leave_nothing(tmp_path):
                                       stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE))
     for i, (proc, (_, _, words)) in enumerate(zip(procs, cases)):
-        out, err = proc.communicate(timeout=240)
+        out, err = proc.communicate(timeout=CI_LIMIT_S)
         one_line(proc.returncode, err, *words)
         assert not (tmp_path / f"run{i}").exists(), list((tmp_path / f"run{i}").rglob("*"))

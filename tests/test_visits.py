@@ -24,7 +24,7 @@ from cfl_lightning.sampling.visits import (
     target_visits,
     visits_by_event,
 )
-from tests.conftest import short_pfsa
+from tests.helpers import short_pfsa
 from tests.reference import chi_square_pvalue
 
 PRUNE = 1e-9  # prefixes less likely than this are dropped: ~1e5 strings, lost mass ~1e-5

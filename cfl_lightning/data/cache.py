@@ -26,10 +26,10 @@ from pathlib import Path
 
 import torch
 
-import cfl_lightning
 from cfl_lightning.automata import PFSA
 from cfl_lightning.checkpoint_io import atomic_torch_save
 from cfl_lightning.sampling import Corpus
+from cfl_lightning.version import __version__
 
 __all__ = [
     "FORMAT_VERSION",
@@ -71,7 +71,7 @@ def corpus_key(pfsa: PFSA, **arguments: object) -> str:
     """sha256 (hex) identifying a corpus: the automaton plus every sampling argument."""
     record = {
         "format": FORMAT_VERSION,
-        "version": cfl_lightning.__version__,
+        "version": __version__,
         "automaton": automaton_json(pfsa),
         "arguments": arguments,
     }

@@ -1,0 +1,238 @@
+"""What several test files share: small automata, the CLI run in process, processes, timeouts, and
+the import graph. Test files import helpers from here (or from tests/reference.py, the brute-force
+references, and tests/cli_models.py, the small user models), never from one another.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import io
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "REPO", "PACKAGE", "CONFIG", "SMALL", "CI_LIMIT_S", "PARITY_JSON",
+    "short_pfsa", "check_split_law_by_position", "CliResult", "exit_status", "run_cli", "cli_env",
+    "alive", "survivors", "wait_for", "on_path", "package_graph", "offenders",
+]
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGE = REPO / "cfl_lightning"
+
+#: CI's own limit on a whole run (90 min). A test that must bound a child process's wall time
+#: uses this, never a shorter fixed figure: on a loaded machine a healthy run takes many times
+#: its idle time. What a test waits for is progress (a file, a line, a pid), not seconds.
+CI_LIMIT_S = 90 * 60
+
+#: the case (i) config and the flags that make a ``fit`` on it take about a second
+CONFIG = str(REPO / "configs" / "parity_starfree.yaml")
+SMALL = ["--data.num_strings=30", "--data.count=90", "--data.val_strings=10",
+         "--data.test_strings=10", "--data.cache_dir=none", "--trainer.max_epochs=2",
+         "--model.init_args.param_budget=5000"]
+
+#: the issue's parity/star-free automaton (``parity_starfree_pfsa(0.3)``) in the JSON schema
+PARITY_JSON = {
+    "alphabet": ["a", "b"],
+    "states": ["init", "odd", "even", "rep"],
+    "initial": "init",
+    "final": {"odd": 0.1, "rep": 0.1},
+    "transitions": [
+        {"source": "init", "symbol": "a", "target": "rep", "weight": 0.3},
+        {"source": "init", "symbol": "b", "target": "odd", "weight": 0.7},
+        {"source": "odd", "symbol": "a", "target": "odd", "weight": 0.45},
+        {"source": "odd", "symbol": "b", "target": "even", "weight": 0.45},
+        {"source": "even", "symbol": "a", "target": "even", "weight": 0.5},
+        {"source": "even", "symbol": "b", "target": "odd", "weight": 0.5},
+        {"source": "rep", "symbol": "a", "target": "rep", "weight": 0.9},
+    ],
+}
+
+
+def short_pfsa():
+    """3 states, 2 symbols, short strings (mean length ~2.4): enumerable to high mass."""
+    from cfl_lightning.automata import PFSA
+
+    return PFSA.from_dict(
+        {
+            "alphabet": ["a", "b"],
+            "states": ["s", "t", "u"],
+            "initial": "s",
+            "final": {"s": 0.3, "t": 0.5, "u": 0.4},
+            "transitions": [
+                {"source": "s", "symbol": "a", "target": "t", "weight": 0.4},
+                {"source": "s", "symbol": "b", "target": "s", "weight": 0.3},
+                {"source": "t", "symbol": "a", "target": "u", "weight": 0.2},
+                {"source": "t", "symbol": "b", "target": "s", "weight": 0.3},
+                {"source": "u", "symbol": "a", "target": "t", "weight": 0.6},
+            ],
+        }
+    )
+
+
+def check_split_law_by_position(device: str, k: int, alpha: float) -> None:
+    """The on-device split's marginal of the first and last count given the total (short_pfsa,
+    ``symbol:a``, N = 1.5 K x the mean) against convolution powers, and its negative control (the
+    unconditioned per-string law is rejected). K = 64 uses per-level tables."""
+    from collections import Counter
+
+    import numpy as np
+    import torch
+
+    from cfl_lightning.automata import Event
+    from cfl_lightning.sampling.counts import CountLaw, split_exact
+    from tests.reference import chi_square_pvalue, convolution_power, count_pmf
+
+    pfsa = short_pfsa()
+    fn = Event.parse("symbol:a").function(pfsa)
+    pmf = count_pmf(pfsa, fn, 200, tol=1e-280)
+    n = round(1.5 * k * float((np.arange(201) * pmf).sum()))
+    with np.errstate(divide="ignore"):
+        law = CountLaw(torch.from_numpy(np.log(pmf[: n + 1])))
+    gen = torch.Generator(device=device).manual_seed(11)
+    runs = 3000
+    draws = split_exact(law, k, n, gen, draws=runs)
+    assert draws.device.type == torch.device(device).type
+    draws = draws.cpu()
+    assert torch.all(draws.sum(1) == n)
+    rest, whole = convolution_power(pmf, k - 1), convolution_power(pmf, k)[n]
+    expected = {j: pmf[j] * rest[n - j] / whole for j in range(n + 1)}
+    for column in (0, k - 1):
+        observed = Counter(draws[:, column].tolist())
+        assert chi_square_pvalue(observed, expected, runs) > alpha
+    # Negative control: the unconditioned per-string law is rejected.
+    observed = Counter(draws[:, 0].tolist())
+    assert chi_square_pvalue(observed, dict(enumerate(pmf)), runs) < alpha
+
+
+# --------------------------------------------------------------------------- the CLI in process
+
+
+def cli_env(wandb_mode: str = "disabled") -> dict[str, str]:
+    """The environment of a CLI subprocess: this checkout first, one thread, no cache."""
+    return {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1",
+            "WANDB_MODE": wandb_mode, "CFL_LIGHTNING_CACHE": "none"}
+
+
+@dataclass
+class CliResult:
+    """What ``python -m cfl_lightning ...`` would have given: exit status, stdout, stderr."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def exit_status(argv: list[str], main=None) -> int:
+    """The exit status of ``main(argv)`` (``cfl_lightning.__main__.main`` by default) run in this
+    process, a ``SystemExit`` (argparse's usage errors) included. Output goes where it goes (use
+    pytest's ``capsys``), or see :func:`run_cli`."""
+    if main is None:
+        main = importlib.import_module("cfl_lightning.__main__").main
+    try:
+        return main(argv)
+    except SystemExit as stop:
+        return stop.code
+
+
+def run_cli(*argv: str, cwd: str | Path | None = None) -> CliResult:
+    """``python -m cfl_lightning *argv`` in this process (``__main__.main``), stdout and stderr
+    captured, ``SystemExit`` turned into the exit status. For tests where the process boundary
+    is not the point (argument errors, one-line refusals, small runs)."""
+    main = importlib.import_module("cfl_lightning.__main__").main
+    out, err = io.StringIO(), io.StringIO()
+    previous = os.getcwd()
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(list(map(str, argv)))
+            except SystemExit as stop:
+                code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+                if isinstance(stop.code, str):
+                    err.write(stop.code + "\n")
+    finally:
+        os.chdir(previous)
+    return CliResult(int(code or 0), out.getvalue(), err.getvalue())
+
+
+# ----------------------------------------------------------------- processes (Linux /proc)
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, whose parent died without reaping it, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return handle.read().rsplit(b")", 1)[-1].split()[0] not in (b"Z", b"X")
+    except FileNotFoundError:
+        return False
+
+
+def survivors(pids: list[int], timeout: float = CI_LIMIT_S) -> list[int]:
+    """The ``pids`` still running after waiting up to ``timeout`` seconds for them to end.
+
+    (Stopping a process is a signal and a reap, not work that load slows by minutes; a test that
+    expects survivors passes a short ``timeout`` and then checks that they *are* still alive.)"""
+    deadline = time.monotonic() + timeout
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return [p for p in pids if alive(p)]
+
+
+def wait_for(condition, proc, timeout: float = CI_LIMIT_S) -> None:
+    """Wait until ``condition()`` holds, failing with ``proc``'s stderr if it ends first.
+
+    Waits on progress: the child either makes ``condition`` true or exits; ``timeout`` is only
+    the backstop for a hung child (CI's own limit by default, so load never fails a test)."""
+    deadline = time.monotonic() + timeout
+    while not condition() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.02)
+    if not condition() and proc.poll() is not None:  # the last word: it may have just written
+        time.sleep(0.05)
+    assert condition(), proc.stderr.read() if proc.poll() is not None else "timed out"
+
+
+# --------------------------------------------------------------------------- the import graph
+
+
+@contextlib.contextmanager
+def on_path(root: Path):
+    """The folder holding the package at ``root`` first on ``sys.path`` for a while."""
+    sys.path.insert(0, str(root.parent))
+    importlib.invalidate_caches()
+    try:
+        yield
+    finally:
+        sys.path.remove(str(root.parent))
+        sys.path_importer_cache.pop(str(root.parent), None)
+
+
+def package_graph(root: Path = PACKAGE, external: bool = False):
+    """The grimp import graph of the package at ``root`` (every import statement, lazy ones in
+    functions included; ``external``: outside packages as top-level names). Nothing is imported
+    and nothing cached on disk."""
+    import grimp
+
+    with on_path(root):
+        return grimp.build_graph(root.name, include_external_packages=external, cache_dir=None)
+
+
+def offenders(folder: str, forbidden: str, package: Path = PACKAGE) -> list[str]:
+    """``"<file> imports <module>"`` for each direct import of ``forbidden`` (a module or an
+    outside package, and everything below it) by a module under ``package/folder``."""
+    graph = package_graph(package, external=True)
+    unit = f"{package.name}.{folder.replace('/', '.')}"
+    found = []
+    for module in sorted(graph.modules):
+        if module != unit and not module.startswith(unit + "."):
+            continue
+        path = package.parent.joinpath(*module.split("."))
+        path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+        for name in sorted(graph.find_modules_directly_imported_by(module)):
+            if name == forbidden or name.startswith(forbidden + "."):
+                found.append(f"{path.relative_to(package.parent)} imports {name}")
+    return found
