@@ -224,6 +224,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         CflLightningCLI.active = None
     finish_wandb()
+    summary = cli.evaluation_summary()
+    if summary is not None and not (cli.results_writer and cli.results_writer.written):
+        print(summary, flush=True)
     writer = cli.results_writer
     if writer is not None and writer.written is not None and writer.results is not None:
         print(summary_line(writer.results), flush=True)
