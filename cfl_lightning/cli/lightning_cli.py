@@ -50,6 +50,7 @@ from cfl_lightning.callbacks import (
 )
 from cfl_lightning.checkpoint_io import use_atomic_checkpoints
 from cfl_lightning.cli.model_switch import (
+    config_overrides,
     explicit_model_args,
     explicit_model_class,
     reset_carried_defaults,
@@ -152,6 +153,11 @@ class CflArgumentParser(LightningArgumentParser):
             return super().error(message, ex)
         parser = getattr(ex, "subcommand_parser", None) or self
         prog = parser.prog.replace(" [options]", "")
+        command = _given_subcommand()
+        if command and not prog.endswith(f" {command}"):
+            # an error raised at the top level (e.g. a class's required arguments): the
+            # options are the subcommand's, so point at its help
+            prog = f"{prog} {command}"
         sys.stderr.write(f"{prog}: error: {condense(message)}\n")
         sys.stderr.write(f"  (see '{prog} --help' for the options)\n")
         self.exit(2)
@@ -188,6 +194,7 @@ class CflLightningCLI(LightningCLI):
         command = self.config.get("subcommand")
         settings = self.config[command] if command else self.config
         reset_carried_defaults(settings.get("model"), self._argv)
+        _note_config_overrides(settings.get("model"), self._argv, command)
         path = self.config[command].get("ckpt_path") if command else None
         if path and str(path) not in _SPECIAL_CKPT and not str(path).startswith("registry"):
             self._checkpoint = read_checkpoint(path)
@@ -502,6 +509,36 @@ class CflLightningCLI(LightningCLI):
             verbose=False,
         )
 
+
+
+def _note_config_overrides(model: Any, argv: list[str], command: str | None) -> None:
+    """One stderr line when ``--model=X`` keeps a config's values over X's own defaults.
+
+    The documented rule (README, "Your own model"): when ``--model`` switches the class, the
+    config's ``init_args`` that the new class accepts are kept (a study's ``lr`` applies to
+    every model it compares); this line says which they are, so that nothing is silent.
+    """
+    found = config_overrides(model, argv)
+    if not found:
+        return
+    name = str(model.class_path).rsplit(".", 1)[-1]
+    values = ", ".join(f"{k}={v!r}" for k, v, _ in found)
+    defaults = ", ".join(f"{k}={d!r}" for k, _, d in found)
+    flags = " ".join(f"--model.init_args.{k}=..." for k, _, _ in found)
+    prog = f"python -m cfl_lightning {command}" if command else "python -m cfl_lightning"
+    sys.stderr.write(
+        f"{prog}: note: --model={model.class_path} takes {values} from the config ({name}'s "
+        f"own default: {defaults}); give {flags} to change it\n"
+    )
+
+
+def _given_subcommand() -> str | None:
+    """The subcommand of the CLI being parsed (``fit``, ``validate``, ``test``), else None."""
+    active = CflLightningCLI.active
+    given = getattr(active, "_given_args", None)
+    if isinstance(given, list) and given and str(given[0]) in ("fit", "validate", "test"):
+        return str(given[0])
+    return None
 
 
 def _given_model_class(args: Any) -> str | None:
