@@ -102,7 +102,7 @@ def main() -> None:
                 continue
             r = measure(argv)
             print(
-                f"| {command} | {what} | {r['rc']} | {r['wall']:.1f} | {r['cpu']:.1f} | "
+                f"| {command} | {what} | {r['rc']} | {r['wall']:.2f} | {r['cpu']:.2f} | "
                 f"{r['torch_s']:.1f} | {r['load']:.1f} | {', '.join(r['imported']) or '-'} |",
                 flush=True,
             )

@@ -121,3 +121,38 @@ def test_sweep_prints_a_line_per_point_as_it_starts_with_elapsed_and_eta(
     assert done[-1].endswith("ETA 0:00:00)")
     summary = json.dumps(err)
     assert "2 done, 0 skipped (already done), 1 failed of 3 points" in summary
+
+
+# ------------------------------------------------------------------- pytest's exit
+
+EXIT_PROBE = """
+import atexit, os
+
+def _wrote():
+    with open(os.environ["ATEXIT_MARK"], "w") as handle:
+        handle.write("ran")
+
+atexit.register(_wrote)
+
+def test_one():
+    assert os.environ["OUTCOME"] == "pass"
+"""
+
+
+@pytest.mark.parametrize("outcome, status", [("pass", 0), ("fail", 1)])
+def test_fast_exit_plugin_keeps_status_and_atexit_handlers(tmp_path, outcome, status):
+    """``tests.fast_exit`` skips only the interpreter's teardown: pytest's exit status and every
+    atexit handler (registered by the tests too) are kept."""
+    (tmp_path / "test_probe.py").write_text(EXIT_PROBE)
+    mark = tmp_path / "mark.txt"
+    env = {**os.environ, "ATEXIT_MARK": str(mark), "OUTCOME": outcome}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    env.pop("CFL_LIGHTNING_SLOW_EXIT", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "tests.fast_exit", "-q", "-p", "no:cacheprovider",
+         f"--rootdir={tmp_path}", str(tmp_path / "test_probe.py")],
+        capture_output=True, text=True, env=env, cwd=ROOT,
+    )
+    assert proc.returncode == status, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert mark.read_text() == "ran"
+    assert ("1 passed" if status == 0 else "1 failed") in proc.stdout  # the summary is flushed
