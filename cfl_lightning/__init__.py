@@ -1,9 +1,12 @@
 """cfl_lightning: causal evaluation of formal-language learnability with PyTorch Lightning.
 
-The pure core (automata, binning semiring, samplers, the loss ``kl_to_automaton_loss``) is imported
-eagerly; the Lightning and torchmetrics layers (``PFADataModule``, the language models,
-``DecomposedKL``, the callbacks ``DecomposedKLCallback`` and ``ResultsWriter``) are imported lazily
-on first attribute access, so ``python -m cfl_lightning sample`` never imports Lightning or wandb.
+Every public name is imported on first access (``cfl_lightning.PFSA``, ``from cfl_lightning
+import PFSA``): the pure core (automata, binning semiring, samplers, the loss
+``kl_to_automaton_loss``) pulls in torch, and the Lightning and torchmetrics layers
+(``PFADataModule``, the language models, ``DecomposedKL``, the callbacks ``DecomposedKLCallback``
+and ``ResultsWriter``) Lightning. So ``python -m cfl_lightning sample`` never imports Lightning or
+wandb, and ``python -m cfl_lightning --help`` (and the ``--help`` and usage errors of ``sweep``,
+``stratify``, ``analyze`` and ``draw``) not even torch.
 """
 
 from __future__ import annotations
@@ -11,34 +14,30 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from cfl_lightning.automata import (
-    PFSA,
-    Event,
-    parity_starfree_pfsa,
-    random_pfsa,
-    resampled_parity_starfree_pfsa,
-)
-from cfl_lightning.errors import (
-    CflError,
-    EventError,
-    InterventionError,
-    OutputError,
-    PFSAError,
-    SizeError,
-)
-from cfl_lightning.losses import kl_to_automaton_loss
-from cfl_lightning.sampling import (
-    Corpus,
-    Intervention,
-    reach_probability,
-    sample_corpus,
-    sample_visiting,
-    stake_states,
-)
 from cfl_lightning.version import __version__
 
-# name -> module, imported on first access (these pull in lightning / torchmetrics).
+# name -> module, imported on first access: the core's pull in torch, the rest lightning /
+# torchmetrics, so that ``python -m cfl_lightning --help`` (and sweep, stratify, analyze and draw
+# until they need it) start without importing torch.
 _LAZY = {
+    "PFSA": "cfl_lightning.automata",
+    "Event": "cfl_lightning.automata",
+    "parity_starfree_pfsa": "cfl_lightning.automata",
+    "random_pfsa": "cfl_lightning.automata",
+    "resampled_parity_starfree_pfsa": "cfl_lightning.automata",
+    "CflError": "cfl_lightning.errors",
+    "EventError": "cfl_lightning.errors",
+    "InterventionError": "cfl_lightning.errors",
+    "OutputError": "cfl_lightning.errors",
+    "PFSAError": "cfl_lightning.errors",
+    "SizeError": "cfl_lightning.errors",
+    "kl_to_automaton_loss": "cfl_lightning.losses",
+    "Corpus": "cfl_lightning.sampling",
+    "Intervention": "cfl_lightning.sampling",
+    "reach_probability": "cfl_lightning.sampling",
+    "sample_corpus": "cfl_lightning.sampling",
+    "sample_visiting": "cfl_lightning.sampling",
+    "stake_states": "cfl_lightning.sampling",
     "PFADataModule": "cfl_lightning.data",
     "LanguageModel": "cfl_lightning.models",
     "LSTMLanguageModel": "cfl_lightning.models",
@@ -52,27 +51,11 @@ _LAZY = {
     "EnsembleLanguageModel": "cfl_lightning.ensemble",
 }
 
-__all__ = [
-    "PFSA",
-    "Event",
-    "Corpus",
-    "Intervention",
-    "sample_corpus",
-    "sample_visiting",
-    "stake_states",
-    "reach_probability",
-    "kl_to_automaton_loss",
-    "parity_starfree_pfsa",
-    "random_pfsa",
-    "resampled_parity_starfree_pfsa",
-    "CflError",
-    "PFSAError",
-    "EventError",
-    "InterventionError",
-    "OutputError",
-    "SizeError",
-    *_LAZY,
-]
+__all__ = list(_LAZY)
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
 
 
 def __getattr__(name: str) -> Any:

@@ -22,7 +22,9 @@ cfl_lightning fit`` tests the best checkpoint and writes it into the run's log d
   "transition": {"SOURCE:SYM": v}}`` (NaN -> null);
 * ``best_val_loss`` (best ``val/kl_per_string``), ``epochs`` (completed training epochs),
   ``train_time_s`` (wall time of ``fit``, without the final test; ``epochs`` and ``train_time_s``
-  are null for a test run without training in the same process), ``log_dir``;
+  are null for a test run without training in the same process; a resumed fit's
+  ``train_time_s`` also counts the earlier attempts' time, up to the checkpoint it resumed
+  from), ``log_dir``;
 * ``realized_strings``: training strings containing the event (the x-axis of at-least-once
   interventions; null without an event);
 * ``target_test_visits``: test positions at which the event is at stake (positions in its
@@ -39,7 +41,9 @@ cfl_lightning fit`` tests the best checkpoint and writes it into the run's log d
   always occurrences, ``realized_strings`` and ``expected_strings`` always strings;
 * ``occurrences``: ``{"count": {spec: n}, "strings": {spec: m}}`` for every ``state:``,
   ``symbol:`` and ``transition:`` event in the training corpus, and ``expected_occurrences``
-  (``{spec: num_strings x E[n]}``), so one unconstrained (correlational) run serves every target.
+  (``{spec: num_strings x E[n]}``), so one unconstrained (correlational) run serves every target;
+* ``train_time_resumed_s``: the part of ``train_time_s`` spent after resuming from a
+  checkpoint (``fit --ckpt_path``); null when the fit did not resume or did not run.
 
 Non-finite floats are written as ``null`` so that the file is strict JSON.
 """
@@ -103,6 +107,7 @@ RESULT_KEYS = (
     "steps",
     "expected_strings",
     "count_unit",
+    "train_time_resumed_s",
 )
 
 
@@ -152,7 +157,10 @@ class FinishedRun:
             e.g. :attr:`DecomposedKLCallback.test_result`), or None.
         best_val_loss: best ``val/kl_per_string``, or None.
         epochs: completed training epochs (None when the run did not train).
-        train_time_s: wall time of training (None when the run did not train).
+        train_time_s: wall time of training (None when the run did not train); a resumed
+            fit's includes the earlier attempts' time.
+        train_time_resumed_s: the part of ``train_time_s`` after resuming (None when the fit
+            did not resume).
         seed: the run's ``seed_everything`` value.
         test_visits: ``[Q]`` test positions per state (e.g.
             :attr:`DecomposedKLCallback.test_visits`), or None (visits unknown).
@@ -177,6 +185,7 @@ class FinishedRun:
     stopped_early: bool | None = None
     steps: int | None = None
     event: Event | None = None
+    train_time_resumed_s: float | None = None
 
 
 def build_results(run: FinishedRun) -> dict[str, Any]:
@@ -233,6 +242,7 @@ def build_results(run: FinishedRun) -> dict[str, Any]:
             num_strings * containing_probability(pfsa, event)
         ),
         "count_unit": intervention.unit,
+        "train_time_resumed_s": _float(run.train_time_resumed_s),
     }
     assert tuple(out) == RESULT_KEYS
     return json_safe(out)

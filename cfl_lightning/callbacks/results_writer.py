@@ -48,7 +48,10 @@ class ResultsWriter(pl.Callback):
     the run is set up (:class:`~cfl_lightning.errors.CflError`), before anything is trained:
     the file would otherwise mix the corpus of one target with the KL of another. Training
     facts (``epochs``, ``steps``, ``stopped_early``: whether an ``EarlyStopping`` callback ended
-    training, ``train_time_s``, ``best_val_loss``: the best score of the trainer's
+    training, ``train_time_s``: the wall time of training, also the earlier attempts' of a
+    resumed fit (up to the checkpoint it resumed from, which holds their time), and
+    ``train_time_resumed_s``: the part of it spent after resuming, null when the fit did not
+    resume; ``best_val_loss``: the best score of the trainer's
     ``ModelCheckpoint``, else the last ``val/kl_per_string``) are recorded when ``fit`` ends in
     the same process, so ``trainer.fit(...); trainer.test(ckpt_path="best", ...)`` gives the
     complete file.
@@ -71,7 +74,10 @@ class ResultsWriter(pl.Callback):
         self.written: Path | None = None
         self.results: dict[str, Any] | None = None
         self._fit_started: float | None = None
+        #: training seconds recorded in the checkpoint a resumed fit started from (else None)
+        self._time_before: float | None = None
         self.train_time_s: float | None = None
+        self.train_time_resumed_s: float | None = None
         self.epochs: int | None = None
         self.steps: int | None = None
         self.stopped_early: bool | None = None
@@ -80,6 +86,9 @@ class ResultsWriter(pl.Callback):
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         """Refuse a :class:`DecomposedKLCallback` whose event or automaton is not the data
         module's (see the class docstring)."""
+        if stage == "fit":  # before a resumed fit restores the time of its checkpoint
+            self._time_before = None
+            self._fit_started = None
         datamodule = trainer.datamodule
         kl = _kl_callback(trainer)
         if kl is None or not isinstance(datamodule, PFADataModule):
@@ -100,9 +109,27 @@ class ResultsWriter(pl.Callback):
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._fit_started = time.perf_counter()
 
+    def _trained_s(self) -> float:
+        """Training seconds so far: the earlier attempts' (from the checkpoint) and this one's."""
+        now = time.perf_counter() - self._fit_started if self._fit_started is not None else 0.0
+        return (self._time_before or 0.0) + now
+
+    def state_dict(self) -> dict[str, Any]:
+        """Saved in every checkpoint: the training time up to it (a resumed fit adds to it)."""
+        return {"train_time_s": self._trained_s()}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Lightning restores the state before ``on_fit_start`` when a fit resumes (and when a
+        checkpoint is evaluated, where the time is not used)."""
+        value = state_dict.get("train_time_s")
+        self._time_before = float(value) if isinstance(value, (int, float)) else None
+
     def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         started = self._fit_started if self._fit_started is not None else time.perf_counter()
-        self.train_time_s = time.perf_counter() - started
+        this_run = time.perf_counter() - started
+        resumed = self._time_before is not None
+        self.train_time_s = (self._time_before or 0.0) + this_run
+        self.train_time_resumed_s = this_run if resumed else None
         self.epochs = trainer.current_epoch
         self.steps = trainer.global_step
         self.stopped_early = any(
@@ -135,6 +162,7 @@ class ResultsWriter(pl.Callback):
             best_val_loss=self.best_val_loss,
             epochs=self.epochs,
             train_time_s=self.train_time_s,
+            train_time_resumed_s=self.train_time_resumed_s,
             log_dir=path.parent,
             seed=(config or {}).get("seed_everything", None if seed is None else int(seed)),
             test_visits=None if kl is None else kl.test_visits,

@@ -2,8 +2,11 @@
 
 On top of LightningCLI's Trainer, model and data groups:
 
-* ``--model`` takes any ``LightningModule`` class (default ``LSTMLanguageModel``);
-  ``model.init_args.num_symbols`` is linked from ``data.num_symbols`` when the class takes it.
+* ``--model`` takes any ``LightningModule`` class (default ``LSTMLanguageModel``); the sizes
+  a class declares among ``num_symbols`` (the automaton's alphabet size S), ``vocab_in`` (the
+  input ids: S symbols, EOS, BOS, PAD: ``S + 3``, the data module's ``vocab_size``) and
+  ``vocab_out`` (the predicted ids: S symbols and EOS: ``S + 1``) are filled from the data
+  module (:data:`LINKED_SIZES`).
   Switching the class (``--model=my_pkg.MyModel`` after a config written for the LSTM) keeps
   only the ``init_args`` that the new class accepts.
 * ``--early_stopping.*`` and ``--checkpoint.*``: early stopping and checkpointing on
@@ -47,6 +50,7 @@ from cfl_lightning.callbacks import (
 )
 from cfl_lightning.checkpoint_io import use_atomic_checkpoints
 from cfl_lightning.cli.model_switch import (
+    config_overrides,
     explicit_model_args,
     explicit_model_class,
     reset_carried_defaults,
@@ -62,16 +66,30 @@ from cfl_lightning.cli.run_checks import (
     read_checkpoint,
 )
 from cfl_lightning.data import PFADataModule
+from cfl_lightning.data.settings import GENERATOR_ARGS, applicable
 from cfl_lightning.errors import CflError
 from cfl_lightning.models import LanguageModel
 from cfl_lightning.wandb_mode import has_wandb_credentials
 
 __all__ = [
-    "CflLightningCLI", "CflArgumentParser", "DEFAULT_MODEL", "subcommand_usage", "remove_created",
+    "CflLightningCLI", "CflArgumentParser", "DEFAULT_MODEL", "LINKED_SIZES", "subcommand_usage",
+    "remove_created",
     "on_terminal",
 ]
 
 DEFAULT_MODEL = "cfl_lightning.models.LSTMLanguageModel"
+
+
+def _plus_one(value: int) -> int:
+    return value + 1
+
+
+#: model argument -> (the data module's attribute it is filled from, function of that value)
+LINKED_SIZES: dict[str, tuple[str, Any]] = {
+    "num_symbols": ("num_symbols", None),
+    "vocab_in": ("vocab_size", None),
+    "vocab_out": ("num_symbols", _plus_one),
+}
 
 
 def on_terminal() -> bool:
@@ -80,12 +98,23 @@ def on_terminal() -> bool:
 
 
 def _takes(cls: type, name: str) -> bool:
-    """Whether ``cls(...)`` accepts a keyword argument ``name``."""
-    try:
-        params = inspect.signature(cls).parameters
-    except (TypeError, ValueError):
-        return False
-    return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+    """Whether ``cls.__init__`` declares an argument ``name``: by name, or (through
+    ``**kwargs`` passed on to ``super().__init__``, as LightningCLI follows them) in a base
+    class's ``__init__``."""
+    for klass in cls.__mro__:
+        if "__init__" not in vars(klass):
+            continue
+        try:
+            params = inspect.signature(vars(klass)["__init__"]).parameters
+        except (TypeError, ValueError):
+            return False
+        if name in params and params[name].kind not in (
+            inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD
+        ):
+            return True
+        if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+            return False
+    return False
 
 
 # ckpt_path values that Lightning resolves itself (not files)
@@ -124,6 +153,11 @@ class CflArgumentParser(LightningArgumentParser):
             return super().error(message, ex)
         parser = getattr(ex, "subcommand_parser", None) or self
         prog = parser.prog.replace(" [options]", "")
+        command = _given_subcommand()
+        if command and not prog.endswith(f" {command}"):
+            # an error raised at the top level (e.g. a class's required arguments): the
+            # options are the subcommand's, so point at its help
+            prog = f"{prog} {command}"
         sys.stderr.write(f"{prog}: error: {condense(message)}\n")
         sys.stderr.write(f"  (see '{prog} --help' for the options)\n")
         self.exit(2)
@@ -147,6 +181,9 @@ class CflLightningCLI(LightningCLI):
         self.created: list[Path] = []
         self._checkpoint: dict[str, Any] | None = None
         self._argv: list[str] = []
+        given = kwargs.get("args", args[11] if len(args) > 11 else None)
+        #: the arguments as given (a command line or a config dict), read before parsing
+        self._given_args: Any = sys.argv[1:] if given is None else given
         kwargs.setdefault("parser_class", CflArgumentParser)
         super().__init__(*args, **kwargs)
 
@@ -157,6 +194,7 @@ class CflLightningCLI(LightningCLI):
         command = self.config.get("subcommand")
         settings = self.config[command] if command else self.config
         reset_carried_defaults(settings.get("model"), self._argv)
+        _note_config_overrides(settings.get("model"), self._argv, command)
         path = self.config[command].get("ckpt_path") if command else None
         if path and str(path) not in _SPECIAL_CKPT and not str(path).startswith("registry"):
             self._checkpoint = read_checkpoint(path)
@@ -178,9 +216,15 @@ class CflLightningCLI(LightningCLI):
         super()._parse_ckpt_path()
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
-        parser.link_arguments(
-            "data.num_symbols", "model.init_args.num_symbols", apply_on="instantiate"
-        )
+        # num_symbols is linked for every class (jsonargparse skips a class without it); the
+        # vocabulary sizes only for a class that declares them (a link to a class taking
+        # ``**kwargs`` would pass them on to a base class that does not take them)
+        declared = _declared_model_args(self._given_args)
+        for target, (source, compute) in LINKED_SIZES.items():
+            if target == "num_symbols" or target in declared:
+                parser.link_arguments(
+                    f"data.{source}", f"model.init_args.{target}", compute, apply_on="instantiate"
+                )
         parser.add_lightning_class_args(CheckedEarlyStopping, "early_stopping")
         parser.set_defaults(
             {
@@ -305,6 +349,11 @@ class CflLightningCLI(LightningCLI):
             message = " ".join(str(err).split()) or type(err).__name__
             raise CflError(f"--trainer: {message}") from None
         use_atomic_checkpoints(trainer)  # no truncated .ckpt, even on a full disk
+        if self.subcommand in ("validate", "test"):
+            # evaluating writes no checkpoint: a ModelCheckpoint would only restore its state
+            # from the evaluated file and warn that its dirpath "changed" to a directory that
+            # is never created
+            trainer.callbacks = [c for c in trainer.callbacks if not isinstance(c, ModelCheckpoint)]
         for logger in trainer.loggers:
             # Lightning passes anonymous=None, which wandb >= 0.19 warns about on every run
             init = getattr(logger, "_wandb_init", None) if isinstance(logger, WandbLogger) else None
@@ -317,13 +366,22 @@ class CflLightningCLI(LightningCLI):
         return self._full_config()
 
     def _full_config(self) -> dict[str, Any]:
-        """The run's config as plain JSON, with the linked ``num_symbols`` actually used."""
+        """The run's config as plain JSON, with the linked sizes actually used, and of the
+        automaton's source only the arguments it uses (``data.eta`` only for the "parity"
+        generator, ``data.topology_seed`` only for "random", none with ``data.automaton``:
+        :func:`~cfl_lightning.data.settings.applicable`)."""
         config = self._subconfig()
         full = json.loads(self._parser(self.subcommand).dump(config, format="json", skip_unset=False))
         init_args = full.setdefault("model", {}).setdefault("init_args", {})
-        if _takes(type(self.model), "num_symbols"):
-            init_args["num_symbols"] = self.datamodule.num_symbols
+        for target, (source, compute) in LINKED_SIZES.items():
+            if _takes(type(self.model), target):
+                value = getattr(self.datamodule, source)
+                init_args[target] = value if compute is None else compute(value)
         full.pop("results", None)
+        data = full.get("data")
+        if isinstance(data, dict) and data.get("generator") in GENERATOR_ARGS:
+            # only the automaton source's own arguments: ``eta`` only for "parity", ...
+            full["data"] = applicable(data)
         return full
 
     def _log_hparams(self) -> None:
@@ -385,6 +443,48 @@ class CflLightningCLI(LightningCLI):
                 self.created.append(Path(run_dir).parent.absolute())
         if self.results_writer is not None:
             self.results_writer.config = self._full_config()
+        if self.subcommand in ("validate", "test"):
+            import warnings
+
+            # the checkpoint's ModelCheckpoint/ResultsWriter states are of no use to evaluate
+            warnings.filterwarnings(
+                "ignore", message="Be aware that when using `ckpt_path`, callbacks used"
+            )
+        if self.subcommand in ("validate", "test") and not self.verbose_evaluation:
+            # Lightning's table lists every logged metric (~60 with the decomposition); the
+            # command prints :meth:`evaluation_summary` instead (the metrics are still logged)
+            self.config_init[self.subcommand]["verbose"] = False
+
+    @property
+    def verbose_evaluation(self) -> bool:
+        """Whether ``--verbose`` was given (then Lightning prints its table of every metric)."""
+        return any(a == "--verbose" or a.startswith("--verbose=") for a in self._argv)
+
+    def evaluation_summary(self) -> str | None:
+        """One line for ``validate``/``test``: the headline values and how many were logged.
+
+        ``test: kl_total 0.41  kl_target 0.02 (state:odd)  test/kl_per_string 0.43  (nats per
+        string; 61 metrics logged, --verbose true lists them)``; None for ``fit`` or when
+        ``--verbose`` was given.
+        """
+        if self.subcommand not in ("validate", "test") or self.verbose_evaluation:
+            return None
+        metrics = {k: float(v) for k, v in self.trainer.callback_metrics.items()}
+        stage = "val" if self.subcommand == "validate" else "test"
+        prefix = "val/" if stage == "val" else ""
+        names = [f"{prefix}kl_total", f"{prefix}kl_target", f"{stage}/kl_per_string"]
+        kl = next((c for c in self.trainer.callbacks if isinstance(c, DecomposedKLCallback)), None)
+        event = None if kl is None or kl.event is None else str(kl.event)
+        parts = []
+        for name in names:
+            if name in metrics:
+                label = f" ({event})" if name.endswith("kl_target") and event else ""
+                parts.append(f"{name} {metrics[name]:.6g}{label}")
+        shown = "  ".join(parts) or "no KL logged"
+        return (
+            f"{self.subcommand}: {shown}  (nats per string; {len(metrics)} metrics logged, "
+            "--verbose true lists them)"
+        )
 
     def before_fit(self) -> None:
         self._before_run()
@@ -409,6 +509,78 @@ class CflLightningCLI(LightningCLI):
             verbose=False,
         )
 
+
+
+def _note_config_overrides(model: Any, argv: list[str], command: str | None) -> None:
+    """One stderr line when ``--model=X`` keeps a config's values over X's own defaults.
+
+    The documented rule (README, "Your own model"): when ``--model`` switches the class, the
+    config's ``init_args`` that the new class accepts are kept (a study's ``lr`` applies to
+    every model it compares); this line says which they are, so that nothing is silent.
+    """
+    found = config_overrides(model, argv)
+    if not found:
+        return
+    name = str(model.class_path).rsplit(".", 1)[-1]
+    values = ", ".join(f"{k}={v!r}" for k, v, _ in found)
+    defaults = ", ".join(f"{k}={d!r}" for k, _, d in found)
+    flags = " ".join(f"--model.init_args.{k}=..." for k, _, _ in found)
+    prog = f"python -m cfl_lightning {command}" if command else "python -m cfl_lightning"
+    sys.stderr.write(
+        f"{prog}: note: --model={model.class_path} takes {values} from the config ({name}'s "
+        f"own default: {defaults}); give {flags} to change it\n"
+    )
+
+
+def _given_subcommand() -> str | None:
+    """The subcommand of the CLI being parsed (``fit``, ``validate``, ``test``), else None."""
+    active = CflLightningCLI.active
+    given = getattr(active, "_given_args", None)
+    if isinstance(given, list) and given and str(given[0]) in ("fit", "validate", "test"):
+        return str(given[0])
+    return None
+
+
+def _given_model_class(args: Any) -> str | None:
+    """The model's class path as given (last ``--model=X`` / ``--model.class_path=X``, else the
+    last ``--config`` file's ``model``; a config dict's ``model``), before parsing; else None."""
+    if isinstance(args, dict):
+        model = args.get("model")
+        return model.get("class_path") if isinstance(model, dict) else model
+    argv = [str(a) for a in args or []]
+    found = None
+    for i, arg in enumerate(argv):
+        for flag in ("--model", "--model.class_path"):
+            if arg.startswith(flag + "="):
+                found = arg.split("=", 1)[1]
+            elif arg == flag and i + 1 < len(argv):
+                found = argv[i + 1]
+    if found is not None:
+        return found
+    from cfl_lightning.cli.model_switch import _config_models
+
+    for model in reversed(_config_models(argv)):
+        if isinstance(model, str):
+            return model
+        if isinstance(model, dict) and model.get("class_path"):
+            return str(model["class_path"])
+    return None
+
+
+def _declared_model_args(args: Any) -> set[str]:
+    """Which of :data:`LINKED_SIZES` the given model class declares (empty when the class is
+    not a dotted path that imports: the shipped models declare only ``num_symbols``)."""
+    import importlib
+
+    path = _given_model_class(args)
+    if not isinstance(path, str) or "." not in path:
+        return set()
+    module, _, name = path.rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module), name)
+    except Exception:  # noqa: BLE001 (the parser reports a bad class path in one line)
+        return set()
+    return {t for t in LINKED_SIZES if isinstance(cls, type) and _takes(cls, t)}
 
 
 def _check_groups(config: Any) -> None:

@@ -7,7 +7,10 @@ shipped LSTM config to ``--model=TransformerLanguageModel`` thus built a 1-layer
 :func:`reset_carried_defaults` puts every init argument that nobody gave explicitly (neither in
 a ``--config`` file's ``model.init_args`` nor as a ``--model.*`` flag) back to the new class's
 own default; explicitly given values that the new class accepts (``lr``, ``dropout``, ...) are
-kept, as documented.
+kept, as documented, and :func:`config_overrides` names those that the ``--config`` file (not
+the command line) sets to other values than the new class's own defaults, so that the CLI can
+say so (``note: --model=my_pkg.MyGRU takes lr=0.01 from the config; MyGRU's own default is
+0.003 (give --model.init_args.lr=... to change it)``).
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from typing import Any
 import yaml
 
 __all__ = [
-    "explicit_model_args", "explicit_model_class", "model_switched", "reset_carried_defaults",
+    "config_overrides", "explicit_model_args", "explicit_model_class", "model_switched",
+    "reset_carried_defaults",
 ]
 
 
@@ -126,3 +130,44 @@ def reset_carried_defaults(model: Any, argv: Sequence[str]) -> list[str]:
             setattr(init, name, parameter.default)
             reset.append(name)
     return reset
+
+
+def _flag_args(argv: Sequence[str]) -> set[str]:
+    """Names of the model's init arguments given as ``--model.init_args.X`` / ``--model.X``."""
+    return explicit_model_args([a for a in argv if a.startswith("--model.")])
+
+
+def config_overrides(model: Any, argv: Sequence[str]) -> list[tuple[str, Any, Any]]:
+    """After a ``--model`` switch: the new class's arguments that a ``--config`` file sets (and
+    no command-line flag) to another value than the class's own default.
+
+    Args:
+        model: the parsed ``model`` namespace (``class_path`` and ``init_args``).
+        argv: the command line after the subcommand.
+
+    Returns:
+        ``(name, value, class default)`` triples, in the class's argument order; empty when the
+        class was not switched on the command line.
+    """
+    init = getattr(model, "init_args", None)
+    class_path = getattr(model, "class_path", None)
+    if init is None or not class_path or not model_switched(argv):
+        return []
+    try:
+        parameters = inspect.signature(_resolve(str(class_path))).parameters
+    except (ImportError, AttributeError, TypeError, ValueError):
+        return []
+    from_config = set()
+    for config in _config_models(argv):
+        args = config.get("init_args") if isinstance(config, dict) else None
+        if isinstance(args, dict):
+            from_config.update(str(key) for key in args)
+    from_config -= _flag_args(argv)
+    found = []
+    for name, parameter in parameters.items():
+        if name not in from_config or parameter.default is inspect.Parameter.empty:
+            continue
+        value = getattr(init, name, parameter.default)
+        if value != parameter.default:
+            found.append((name, value, parameter.default))
+    return found

@@ -22,6 +22,7 @@ __all__ = ["condense"]
 
 _KEY = re.compile(r'Parser key "([^"]+)":')
 _GIVEN = re.compile(r"^\s*Given value: (.*)$", re.M)
+_NESTED = re.compile(r"^NestedArg\(key='[^']*', val='(.*)'\)$")
 _EXPECTED = re.compile(r"Expected a <class '([\w.]+)'>")
 _CLASS_PROBLEM = re.compile(r"Problem with given class_path '([^']+)':\s*\n\s*(.+)")
 _NOISE = (
@@ -50,8 +51,16 @@ def condense(message: str) -> str:
     key_match = _KEY.search(message)
     key = f"--{key_match.group(1)}" if key_match else None
     body = message[key_match.end():] if key_match else message
-    given = _GIVEN.findall(body)
+    # ``NestedArg(key='hidden', val='x')`` is how jsonargparse shows a class argument's value
+    given = [_NESTED.sub(r"\1", value) for value in _GIVEN.findall(body)]
     problem = _CLASS_PROBLEM.search(body)
+    nested = body[problem.start(2):] if problem else ""
+    if problem and key and _KEY.match(nested.strip()):
+        # a bad value of one of the class's own arguments:
+        # ``--model.init_args.hidden: expected int, got 'x' (class 'my_pkg.MyModel')``
+        inner = condense(nested)
+        name, _, detail = inner.partition(": ")
+        return _short(f"{key}.init_args.{name[2:]}: {detail} (class {problem.group(1)!r})")
     if problem:
         detail = f"class {problem.group(1)!r}: {problem.group(2).strip()}"
     else:

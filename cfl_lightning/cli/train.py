@@ -11,8 +11,11 @@ Usage::
 The model is chosen by ``model.class_path`` in a YAML config or ``--model=LSTMLanguageModel`` /
 ``--model=TransformerLanguageModel`` / ``--model=my_pkg.MyModel`` (any LightningModule; default:
 LSTM); its flags (``--model.init_args.X``) must come after ``--model=...``.
-``model.init_args.num_symbols`` is linked from ``data.num_symbols`` (the automaton's alphabet
-size) when the class takes it. Beyond the Trainer, model and data groups there are
+``model.init_args.num_symbols`` (the automaton's alphabet size S), ``vocab_in`` (``S + 3``: the
+symbols, EOS, BOS, PAD) and ``vocab_out`` (``S + 1``: the symbols and EOS) are filled from the
+data module when the class declares them. When ``--model`` switches the class, the config's
+``init_args`` that the new class accepts are kept, and a ``note:`` line on stderr names those
+that differ from the class's own defaults. Beyond the Trainer, model and data groups there are
 ``--early_stopping.*`` (EarlyStopping on ``val/kl_per_string``, patience 10),
 ``--checkpoint.*`` (ModelCheckpoint keeping the best ``val/kl_per_string``) and
 ``--results.path``; see :class:`~cfl_lightning.cli.lightning_cli.CflLightningCLI`.
@@ -20,7 +23,9 @@ size) when the class takes it. Beyond the Trainer, model and data groups there a
 ``fit`` then tests the best checkpoint on the test strings; the ``ResultsWriter`` callback writes
 ``results.json`` (see :mod:`cfl_lightning.results`) into the run's log directory, and ``fit``
 prints a summary line (``test: kl_total ...  kl_target ... (EVENT)``) and ``results: <path>``
-as the last two lines on stdout.
+as the last two lines on stdout. ``validate``/``test`` print one line (``test: kl_total ...
+kl_target ... (EVENT)  test/kl_per_string ...  (nats per string; 61 metrics logged, --verbose
+true lists them)``) instead of Lightning's table of every logged metric.
 
 Environment:
 
@@ -224,6 +229,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         CflLightningCLI.active = None
     finish_wandb()
+    summary = cli.evaluation_summary()
+    if summary is not None and not (cli.results_writer and cli.results_writer.written):
+        print(summary, flush=True)
     writer = cli.results_writer
     if writer is not None and writer.written is not None and writer.results is not None:
         print(summary_line(writer.results), flush=True)

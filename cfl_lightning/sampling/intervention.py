@@ -113,7 +113,9 @@ class Intervention:
             if count is not None:
                 raise InterventionError(
                     f"a count ({count}) was given but intervention is 'none' (the corpus is "
-                    "unconstrained); use exact, at_least or at_least_once"
+                    "unconstrained): for a correlational run leave the count out (count=None; "
+                    "on the command line --data.count=null), or constrain the corpus with "
+                    "intervention exact, at_least or at_least_once"
                 )
             return cls(kind, parsed, None)
         if parsed is None:
@@ -166,7 +168,10 @@ class Intervention:
             )
         bound = max_occurrences(pfsa, function)  # None: unbounded
         if bound == 0 and n > 0:
-            raise InterventionError(f"event {self.event} cannot occur in this automaton but count is {n}")
+            raise InterventionError(
+                f"event {self.event} cannot occur in this automaton (no transition of positive "
+                f"weight traverses it) but count is {n}: choose an event it can emit, or count 0"
+            )
         if bound is not None and self.unit == "occurrences" and n > k * bound:
             raise InterventionError(
                 f"count {n} is impossible: a string contains {self.event} at most {bound} "

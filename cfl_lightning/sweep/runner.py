@@ -10,7 +10,11 @@ The grid (loading, lazy expansion, names, commands, plans) is the rest of
 * runs each point (or ensemble job, :mod:`~cfl_lightning.sweep.jobs`) in its own directory
   behind a guard (:mod:`~cfl_lightning.sweep.process`) that stops it, and everything it
   started, when the runner stops or dies;
-* reports each point on one line, and writes each failed point's reason into its ``run.log``.
+* reports each point on one line as it starts (``[3/10] start NAME (elapsed 0:04:10, ETA
+  0:09:45)``: the sweep's elapsed time, and once a point has finished an estimate of the time
+  left from the mean duration of the finished points and ``parallel``) and as it ends
+  (``[3/10] done NAME (95.2 s)`` or ``FAILED``), and writes each failed point's reason into its
+  ``run.log``.
 
 SIGINT, SIGTERM and SIGHUP stop the running points (SIGTERM, SIGKILL after a grace period) and
 return with ``interrupted`` set. The ``sweep`` command (:mod:`cfl_lightning.cli.sweep`) is a thin
@@ -233,8 +237,14 @@ class _Execution:
         self.lock_fd = lock_fd
         self.count = sum(len(task.points) for task in tasks)
         self.finished = 0
+        self.started = 0  # points started so far
+        self.parallel = 1
+        self.began = time.monotonic()
+        self.durations: list[float] = []  # seconds per finished point (a job's: per member)
 
     def run(self, parallel: int) -> None:
+        self.parallel = max(parallel, 1)
+        self.began = time.monotonic()
         previous = _install_sigterm()
         try:
             while self.queue or self.running:
@@ -258,29 +268,57 @@ class _Execution:
 
     # ------------------------------------------------------------------- reporting
 
-    def report(self, point: SweepPoint, ok: bool, detail: str) -> None:
+    def progress(self) -> str:
+        """``elapsed H:MM:SS`` since the sweep started, plus ``ETA H:MM:SS`` once a point has
+        finished: the mean duration of the finished points times the points not finished,
+        divided by the processes that run at a time."""
+        now = time.monotonic()
+        text = f"elapsed {_clock(now - self.began)}"
+        if self.durations:
+            left = self.count - self.finished
+            mean = sum(self.durations) / len(self.durations)
+            at_once = max(1, min(self.parallel, left))
+            text += f", ETA {_clock(mean * left / at_once)}"
+        return text
+
+    def report_start(self, task: _Task) -> None:
+        """One line per point of a task that starts (so a long point is never silent)."""
+        for point in task.points:
+            self.started += 1
+            self.say(f"[{self.started}/{self.count}] start {point.name} ({self.progress()})")
+
+    def report(
+        self, point: SweepPoint, ok: bool, detail: str, seconds: float | None = None
+    ) -> None:
         self.finished += 1
+        if seconds is not None:
+            self.durations.append(seconds)
+        when = f"; {self.progress()}" if seconds is not None else ""
         if ok:
             self.summary.done += 1
-            self.say(f"[{self.finished}/{self.count}] done {point.name} ({detail})")
+            self.say(f"[{self.finished}/{self.count}] done {point.name} ({detail}{when})")
             return
         self.summary.failed.append(point.name)
         log = point.directory / "run.log"
         _append(log, f"# FAILED: {detail}")
+        # (no progress here: the line ends with the log's path; the next start line has it)
         self.say(f"[{self.finished}/{self.count}] FAILED {point.name} ({detail}); log: {log}")
 
     def report_done(self, task: _Task, point: SweepPoint) -> None:
         """Report ``point`` done if it now holds a valid results.json, else failed."""
         task.reported.add(point.name)
+        seconds = time.monotonic() - task.started
+        # an ensemble job trains its members together: the ETA counts each member's share
+        share = seconds / max(len(task.points), 1)
         if find_results(point.directory) is not None:
-            self.report(point, True, f"{time.monotonic() - task.started:.1f} s")
+            self.report(point, True, f"{seconds:.1f} s", share)
             return
         found = results_files(point.directory)
         why = (
             f"results.json {results_problem(found[0])}: {found[0]}" if found
             else "no results.json"
         )
-        self.report(point, False, f"finished, but {why}")
+        self.report(point, False, f"finished, but {why}", share)
 
     # ------------------------------------------------------------------- processes
 
@@ -315,6 +353,7 @@ class _Execution:
             log.write(header)
             log.flush()
             task.started = time.monotonic()
+            self.report_start(task)
             task.process = start_guarded(
                 task.command, cwd=task.workdir, env=self.env, stdout=out, stderr=log,
                 lock_fd=self.lock_fd,
@@ -368,7 +407,10 @@ class _Execution:
                 self.report_done(task, point)
             else:
                 last = _last_line(task.log)
-                self.report(point, False, f"exit {code}" + (f": {last}" if last else ""))
+                self.report(
+                    point, False, f"exit {code}" + (f": {last}" if last else ""),
+                    time.monotonic() - task.started,
+                )
             return
         self.read_members(task)
         last = _last_line(task.log)
@@ -383,6 +425,12 @@ class _Execution:
         job = task.job
         if code == 0 and all(find_results(p.directory) is not None for p in job.points):
             job.clear_checkpoints()
+
+
+def _clock(seconds: float) -> str:
+    """``H:MM:SS`` (``0:01:40``)."""
+    whole = int(round(max(seconds, 0.0)))
+    return f"{whole // 3600}:{whole % 3600 // 60:02d}:{whole % 60:02d}"
 
 
 def _install_sigterm() -> Any:
