@@ -16,6 +16,10 @@ torch.set_num_threads(1)
 from cfl_lightning.automata import PFSA, parity_starfree_pfsa, random_pfsa
 from tests.helpers import short_pfsa
 
+# end the process right after pytest's summary (tests/fast_exit.py: teardown took tens of seconds
+# of wall time under load); CFL_LIGHTNING_SLOW_EXIT=1 exits normally
+pytest_plugins = ["tests.fast_exit"]
+
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
 
