@@ -429,7 +429,7 @@ def test_ticks_keep_each_members_order(pace):
 
 
 def test_hand_written_lstm_backward_equals_autograd():
-    from cfl_lightning.ensemble.lstm import StackedLSTM
+    from cfl_lightning.models import StackedLSTM
 
     torch.manual_seed(0)
     m, r, length, h = 3, 2, 7, 5

@@ -1,6 +1,6 @@
 """Ensembles: many training runs of one architecture in one process, as one LightningModule.
 
-:class:`EnsembleLanguageModel` holds M members (each a shipped ``LanguageModel`` instance built
+:class:`EnsembleLanguageModel` holds M members (each a ``LanguageModel`` instance built
 under its own seed, with its own ``PFADataModule``) as stacked ``[M, ...]`` weights and trains
 them with a plain ``lightning.Trainer``: every member gets the initialisation, data order,
 clipping, Adam state, LR schedule, early stopping and best weights of its own sequential run,
@@ -12,14 +12,13 @@ points into such jobs.
 """
 
 from cfl_lightning.ensemble.checkpoint import LastCheckpoint
-from cfl_lightning.ensemble.lstm import StackedLSTM
 from cfl_lightning.ensemble.module import EnsembleLanguageModel, MemberOutcome, stacked_network
 from cfl_lightning.ensemble.optim import StackedAdam, clip_rows_
 from cfl_lightning.ensemble.packing import PackedBatch, PackedCorpora
 from cfl_lightning.ensemble.schedule import MemberSchedules
 from cfl_lightning.ensemble.settings import NotEnsembleable, TrainSettings
 from cfl_lightning.ensemble.stacking import ParameterLayout
-from cfl_lightning.ensemble.transformer import StackedTransformer
+from cfl_lightning.models import StackedLSTM, StackedTransformer
 
 __all__ = [
     "EnsembleLanguageModel",
