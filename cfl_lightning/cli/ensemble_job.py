@@ -41,7 +41,7 @@ from typing import Any, TextIO
 
 from cfl_lightning.errors import CflError
 
-__all__ = ["main", "read_spec", "build_member", "run_job", "results_path", "PROG"]
+__all__ = ["main", "read_spec", "build_member", "train_settings", "run_job", "results_path", "PROG"]
 
 PROG = "python -m cfl_lightning.cli.ensemble_job"
 
@@ -120,6 +120,63 @@ def _done(path: Path) -> bool:
     return False
 
 
+def _get(config: Any, dotted: str, default: Any = None) -> Any:
+    """``config["a"]["b"]`` for ``"a.b"`` (parsed namespaces or dicts), or ``default``."""
+    node = config
+    for part in dotted.split("."):
+        if node is None:
+            return default
+        try:
+            node = node[part]
+        except (KeyError, TypeError):
+            node = getattr(node, part, None)
+    return default if node is None else node
+
+
+def train_settings(config: Any, model: Any) -> Any:
+    """The :class:`~cfl_lightning.ensemble.TrainSettings` of a ``fit`` run's parsed config.
+
+    Raises:
+        NotEnsembleable: the run uses a setting or a model the ensemble does not reproduce
+            (:mod:`cfl_lightning.ensemble.settings`).
+    """
+    from cfl_lightning.callbacks import MONITOR
+    from cfl_lightning.ensemble.settings import (
+        TRAINER_VALUES,
+        NotEnsembleable,
+        TrainSettings,
+        check_ensembleable,
+        refused_trainer_setting,
+    )
+
+    check_ensembleable(model)
+    trainer = _get(config, "trainer", {})
+    refused = refused_trainer_setting({key: _get(trainer, key) for key in TRAINER_VALUES})
+    if refused is not None:
+        raise NotEnsembleable(refused)
+    for group in ("early_stopping", "checkpoint"):
+        if _get(config, f"{group}.monitor", MONITOR) != MONITOR:
+            raise NotEnsembleable(f"{group}.monitor is not {MONITOR}")
+        if _get(config, f"{group}.mode", "min") != "min":
+            raise NotEnsembleable(f"{group}.mode is not min")
+    if _get(config, "early_stopping.check_finite", True) is not True:
+        raise NotEnsembleable("early_stopping.check_finite is False")
+    if _get(config, "early_stopping.stopping_threshold") is not None or _get(
+        config, "early_stopping.divergence_threshold"
+    ) is not None:
+        raise NotEnsembleable("early stopping thresholds are not reproduced")
+    clip = _get(trainer, "gradient_clip_val")
+    max_epochs = _get(trainer, "max_epochs")
+    if max_epochs is None or max_epochs < 0:
+        raise NotEnsembleable("trainer.max_epochs must be set (>= 0)")
+    return TrainSettings(
+        max_epochs=int(max_epochs),
+        gradient_clip_val=None if clip in (None, 0) else float(clip),
+        patience=int(_get(config, "early_stopping.patience", 3)),
+        min_delta=float(_get(config, "early_stopping.min_delta", 0.0)),
+    )
+
+
 def build_member(name: str, args: list[str]) -> tuple[Any, Any]:
     """The member ``python -m cfl_lightning fit ARGS`` builds, without training it.
 
@@ -133,7 +190,7 @@ def build_member(name: str, args: list[str]) -> tuple[Any, Any]:
     """
     from cfl_lightning.cli.train import build_cli
     from cfl_lightning.ensemble.job import JobMember
-    from cfl_lightning.ensemble.settings import NotEnsembleable, train_settings
+    from cfl_lightning.ensemble.settings import NotEnsembleable
 
     cli = build_cli(list(args), run=False)
     config = cli.full_config()
