@@ -77,47 +77,17 @@ def read_spec(path: str | Path) -> tuple[list[tuple[str, list[str]]], Path | Non
     return members, None if folder is None else Path(folder)
 
 
-def _version(path: Path) -> int | None:
-    name = path.name
-    if name.startswith("version_") and name[len("version_"):].isdigit():
-        return int(name[len("version_"):])
-    return None
-
-
 def results_path(cli: Any) -> Path:
-    """Where the run of ``cli`` writes ``results.json`` (its ``ResultsWriter``'s rule).
-
-    One exception keeps one ``results.json`` per run: a versioned logger (CSV, TensorBoard)
-    picks a new ``version_N`` when older ones exist; when they hold no valid ``results.json``
-    (a run that did not finish, or a corrupt file), the lowest of them is reused instead.
-    """
+    """Where the run of ``cli`` writes ``results.json`` (its ``ResultsWriter``'s rule, in the
+    logger's folder that :func:`~cfl_lightning.sweep.results.version_dir` picks)."""
     from cfl_lightning.callbacks.results_writer import run_log_dir
+    from cfl_lightning.sweep.results import RESULTS, version_dir
 
     results = cli.config.get("results") if hasattr(cli.config, "get") else None
     custom = results.get("path") if results else None
     if custom:
         return Path(custom)
-    log_dir = run_log_dir(cli.trainer)
-    version = _version(log_dir)
-    if version is not None and not log_dir.exists() and log_dir.parent.is_dir():
-        older = sorted(
-            (v, d) for d in log_dir.parent.iterdir()
-            if d.is_dir() and (v := _version(d)) is not None and v < version
-        )
-        if older and not _done(older[0][1] / "results.json"):
-            log_dir = older[0][1]
-    return log_dir / "results.json"
-
-
-def _done(path: Path) -> bool:
-    """A valid ``results.json`` at ``path``, or in another version directory of its logger."""
-    from cfl_lightning.ensemble.results import has_results
-
-    if has_results(path):
-        return True
-    if path.parent.name.startswith("version_"):
-        return any(has_results(p) for p in path.parent.parent.glob("version_*/results.json"))
-    return False
+    return version_dir(run_log_dir(cli.trainer)) / RESULTS
 
 
 def _get(config: Any, dotted: str, default: Any = None) -> Any:
@@ -239,6 +209,7 @@ def run_job(
     """
     from cfl_lightning.ensemble.job import default_checkpoint, reason, train_group
     from cfl_lightning.ensemble.settings import NotEnsembleable, ensemble_key
+    from cfl_lightning.sweep.results import done_in_any_version
 
     out = sys.stdout if stream is None else stream
     status: dict[str, str | None] = {}
@@ -258,7 +229,7 @@ def run_job(
                 traceback.print_exc()
                 say(name, reason(err))
                 continue
-            if _done(member.results_path):
+            if done_in_any_version(member.results_path):
                 say(name, None)
             elif isinstance(settings, NotEnsembleable):
                 sys.stderr.write(f"{name}: not ensembled ({settings}); trained on its own\n")
