@@ -102,5 +102,7 @@ def read_checkpoint(path: str | os.PathLike, *, mmap: bool = False) -> dict[str,
         reason = " ".join(str(err).split())[:120] or type(err).__name__
         raise CflError(f"checkpoint {os.fspath(path)} cannot be read: {reason}") from None
     if not isinstance(checkpoint, dict) or not isinstance(checkpoint.get("state_dict"), dict):
-        raise CflError(f"checkpoint {os.fspath(path)} is not a Lightning checkpoint (no state_dict)")
+        raise CflError(
+            f"checkpoint {os.fspath(path)} is not a Lightning checkpoint (no state_dict)"
+        )
     return checkpoint

@@ -230,7 +230,8 @@ def training_loss(loss: str, scores: Tensor, batch: Mapping[str, Tensor]) -> Ten
         return kl_to_automaton_loss(scores, batch)
     mask = batch["mask"].bool()
     log_probs = torch.log_softmax(scores, dim=-1)
-    values = loss_per_position(loss, log_probs, batch["target_probs"], batch.get("target_ids"), mask)
+    target_ids = batch.get("target_ids")
+    values = loss_per_position(loss, log_probs, batch["target_probs"], target_ids, mask)
     return values.sum(1).mean()
 
 

@@ -120,10 +120,10 @@ _DOC = """Language-modeling data sampled from a probabilistic finite-state autom
 
 Token ids (:class:`~cfl_lightning.data.tokens.TokenIds`): the automaton's symbols are
 ``0 .. S-1`` in alphabet order, ``EOS = S``, ``BOS = S + 1``, ``PAD = S + 2`` (embedding size
-``vocab_size = S + 3``, output size ``S + 1``). Every batch is a dict with ``input_ids``, ``target_ids``, ``target_probs``,
-``states`` and ``mask`` (see :mod:`cfl_lightning.data.batching`). Batches hold strings of
-similar length and at most ``max_tokens`` real positions (a string of length ``n`` has
-``n + 1``); a single longer string forms a batch of its own.
+``vocab_size = S + 3``, output size ``S + 1``). Every batch is a dict with ``input_ids``,
+``target_ids``, ``target_probs``, ``states`` and ``mask`` (see :mod:`cfl_lightning.data.batching`).
+Batches hold strings of similar length and at most ``max_tokens`` real positions (a string of
+length ``n`` has ``n + 1``); a single longer string forms a batch of its own.
 
 The arguments are the fields of :class:`~cfl_lightning.data.settings.DataSettings`, kept as
 :attr:`settings` (``hparams`` hold the same values, with ``num_symbols`` the automaton's

@@ -1,8 +1,8 @@
-"""Token ids of the models' vocabulary: the one place that numbers them (``docs/internal_contract.md``).
+"""Token ids of the models' vocabulary: the one place that numbers them.
 
-An automaton's ``S`` symbols are ``0 .. S-1`` in alphabet order, then ``EOS = S``,
-``BOS = S + 1`` and ``PAD = S + 2``: embeddings cover ``S + 3`` ids, next-symbol outputs
-``S + 1`` classes (the symbols and EOS, EOS last).
+As ``docs/internal_contract.md`` states them: an automaton's ``S`` symbols are ``0 .. S-1``
+in alphabet order, then ``EOS = S``, ``BOS = S + 1`` and ``PAD = S + 2``: embeddings cover
+``S + 3`` ids, next-symbol outputs ``S + 1`` classes (the symbols and EOS, EOS last).
 """
 
 from __future__ import annotations

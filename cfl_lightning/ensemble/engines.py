@@ -6,9 +6,9 @@ Both engines train the members' rows of one ``[M, P]`` parameter with per-member
 * :class:`StackedEngine`: the members' batches of a tick packed side by side ``[M, R, L]``
   (:mod:`~cfl_lightning.ensemble.packing`) through the architecture's stacked network
   (``LanguageModel.stacked_network``: :class:`~cfl_lightning.models.StackedLSTM`,
-  :class:`~cfl_lightning.models.StackedTransformer`): one batched computation for all members; training steps by
-  :class:`~cfl_lightning.ensemble.step.TrainStep` (optionally CUDA graphs). For GPUs, where
-  one small model leaves the device idle.
+  :class:`~cfl_lightning.models.StackedTransformer`): one batched computation for all
+  members; training steps by :class:`~cfl_lightning.ensemble.step.TrainStep` (optionally CUDA
+  graphs). For GPUs, where one small model leaves the device idle.
 * :class:`LoopEngine`: each member of a tick runs the model's own forward
   (``torch.func.functional_call`` with the member's row as its parameters) on its own collated
   batch, one after the other; their gradients are clipped and stepped together. For CPUs,

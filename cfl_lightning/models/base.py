@@ -7,9 +7,9 @@ training metrics, optimizer and scheduler live here. Evaluation (validation/test
 decomposed KL) is not the model's: it is :class:`~cfl_lightning.callbacks.DecomposedKLCallback`,
 the same callback any user model gets.
 
-Token ids follow ``docs/internal_contract.md`` (:class:`~cfl_lightning.data.tokens.TokenIds`): symbols ``0..S-1``, EOS ``S``, BOS ``S+1``,
-PAD ``S+2``; embeddings cover ``S+3`` ids, outputs are log-probabilities over ``S+1`` classes
-(EOS last).
+Token ids follow ``docs/internal_contract.md`` (:class:`~cfl_lightning.data.tokens.TokenIds`):
+symbols ``0..S-1``, EOS ``S``, BOS ``S+1``, PAD ``S+2``; embeddings cover ``S+3`` ids, outputs
+are log-probabilities over ``S+1`` classes (EOS last).
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ sinusoidal positions, dropout, pre-LN encoder layers (``x + Dropout(SelfAttn(LN(
 linear, log-softmax. Linear layers are ``baddbmm`` over the member axis; attention is one
 ``scaled_dot_product_attention`` over ``[M * R]`` packed rows with a block-causal mask: a cell
 attends to the cells of its own slot (its own string) at or before it, which is exactly what the
-causal mask of a string's own run lets it see. Positions restart at every slot. It is :meth:`TransformerLanguageModel.stacked_network
+causal mask of a string's own run lets it see. Positions restart at every slot. It is
+:meth:`TransformerLanguageModel.stacked_network
 <cfl_lightning.models.TransformerLanguageModel.stacked_network>`.
 """
 
