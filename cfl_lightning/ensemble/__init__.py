@@ -9,6 +9,12 @@ and its own test. :class:`LastCheckpoint` makes a killed ensemble resumable. The
 by ``python -m cfl_lightning sweep --ensemble M``) and writes each member's ``results.json``
 (:mod:`cfl_lightning.ensemble.results`); :mod:`cfl_lightning.sweep.jobs` groups a sweep's
 points into such jobs.
+
+Any ``LanguageModel`` subclass that keeps ``LanguageModel``'s training step and optimizer
+ensembles (:func:`~cfl_lightning.ensemble.settings.check_ensembleable`). An architecture that
+owns a stacked form (``LanguageModel.stacked_network``: the shipped LSTM and transformer) can
+run all members as one batched computation; without one, each member runs its own forward in
+turn (the loop engine).
 """
 
 from cfl_lightning.ensemble.checkpoint import LastCheckpoint
