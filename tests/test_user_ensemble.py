@@ -104,6 +104,9 @@ def test_a_model_whose_training_the_ensemble_does_not_reproduce_is_refused():
         check_ensembleable(_OwnStep())
     with pytest.raises(NotEnsembleable, match="Linear is not a LanguageModel"):
         check_ensembleable(torch.nn.Linear(2, 2))
+    model, dm = build(0, DATA[0])
+    with pytest.raises(NotEnsembleable, match="overrides LanguageModel.training_step"):
+        EnsembleLanguageModel([_OwnStep(num_symbols=dm.num_symbols)], [dm])
     assert issubclass(_OwnStep, LanguageModel)
 
 

@@ -45,7 +45,7 @@ from cfl_lightning.ensemble.engines import ENGINES, LoopEngine, StackedEngine
 from cfl_lightning.ensemble.metrics import MemberDecomposedKL
 from cfl_lightning.ensemble.optim import StackedAdam
 from cfl_lightning.ensemble.schedule import MemberSchedules
-from cfl_lightning.ensemble.settings import TrainSettings, check_trainer
+from cfl_lightning.ensemble.settings import TrainSettings, check_ensembleable, check_trainer
 from cfl_lightning.ensemble.stacking import ParameterLayout
 from cfl_lightning.ensemble.step import MODES
 
@@ -144,6 +144,7 @@ class EnsembleLanguageModel(pl.LightningModule):
         if not models or len(models) != len(datamodules):
             raise ValueError("need one data module per model, and at least one model")
         first = models[0]
+        check_ensembleable(first)
         for model in models[1:]:
             if type(model) is not type(first) or any(
                 model.hparams.get(k) != first.hparams.get(k) for k in _SHARED
