@@ -10,21 +10,25 @@ and raises the ``OSError`` (``ENOSPC``: "No space left on device").
 
 :class:`AtomicCheckpointIO` is the Lightning plugin (``Trainer(plugins=[AtomicCheckpointIO()])``;
 the ``fit`` CLI installs it); :func:`atomic_torch_save` is the plain function, for code that
-saves checkpoints itself (e.g. ensembles).
+saves checkpoints itself (e.g. ensembles). :func:`read_checkpoint` is the one way checkpoints
+are read (``weights_only=True``; one line naming what is wrong), by the CLI's checks and by
+the ensemble job.
 """
 
 from __future__ import annotations
 
 import io
 import os
+from pathlib import Path
 from typing import Any
 
 import torch
 from lightning.pytorch.plugins import TorchCheckpointIO
 
+from cfl_lightning.errors import CflError
 from cfl_lightning.io import atomic_open
 
-__all__ = ["AtomicCheckpointIO", "atomic_torch_save", "use_atomic_checkpoints"]
+__all__ = ["AtomicCheckpointIO", "atomic_torch_save", "use_atomic_checkpoints", "read_checkpoint"]
 
 
 def atomic_torch_save(obj: Any, path: str | os.PathLike) -> None:
@@ -74,3 +78,31 @@ def use_atomic_checkpoints(trainer: Any) -> bool:
         return False
     strategy.checkpoint_io = AtomicCheckpointIO()
     return True
+
+
+def read_checkpoint(path: str | os.PathLike, *, mmap: bool = False) -> dict[str, Any]:
+    """Load a Lightning checkpoint with ``weights_only=True``; one-line errors when it cannot be.
+
+    Args:
+        path: the ``.ckpt`` file.
+        mmap: map the file instead of reading it (to look at a few entries of a large one).
+
+    Raises:
+        CflError: the file is missing, not a file, unreadable (corrupt, truncated, not a torch
+            file, an unsafe pickle) or not a Lightning checkpoint (no ``state_dict``).
+    """
+    file = Path(path)
+    if not file.exists():
+        raise CflError(f"checkpoint {os.fspath(path)} does not exist")
+    if not file.is_file():
+        raise CflError(f"checkpoint {os.fspath(path)} is not a file")
+    try:
+        checkpoint = torch.load(file, map_location="cpu", weights_only=True, mmap=mmap)
+    except Exception as err:  # corrupt, truncated, not a torch file, unsafe pickle
+        reason = " ".join(str(err).split())[:120] or type(err).__name__
+        raise CflError(f"checkpoint {os.fspath(path)} cannot be read: {reason}") from None
+    if not isinstance(checkpoint, dict) or not isinstance(checkpoint.get("state_dict"), dict):
+        raise CflError(
+            f"checkpoint {os.fspath(path)} is not a Lightning checkpoint (no state_dict)"
+        )
+    return checkpoint

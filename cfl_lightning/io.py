@@ -22,6 +22,7 @@ the command-line interface runs every command inside it.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import stat
@@ -41,6 +42,7 @@ __all__ = [
     "signals_interrupt",
     "Interrupted",
     "read_text",
+    "read_json",
     "MAX_INPUT_BYTES",
 ]
 
@@ -237,6 +239,36 @@ def read_text(
     if len(data) > limit:
         raise error(f"{os.fspath(path)}: input larger than {limit:,} bytes; refusing to read it")
     return data.decode("utf-8")
+
+
+def read_json(
+    path: PathLike, *, error: type[Exception] = OutputError, what: str = "automaton"
+) -> Any:
+    """Parse a JSON input file; every way it can fail is one line naming the file.
+
+    Args:
+        path: the file.
+        error: the exception class raised (e.g. ``PFSAError``).
+        what: what the file should hold, for the messages (``"automaton"``: "expected
+            automaton JSON").
+
+    Raises:
+        error: the file is missing, a directory, unreadable, larger than
+            :data:`MAX_INPUT_BYTES`, not UTF-8 or not valid JSON.
+    """
+    name = os.fspath(path)
+    try:
+        return json.loads(read_text(name, error=error))
+    except FileNotFoundError:
+        raise error(f"{name}: no such file") from None
+    except IsADirectoryError:
+        raise error(f"{name}: is a directory, not an {what} file") from None
+    except json.JSONDecodeError as err:
+        raise error(f"{name}: not valid JSON ({err.msg} at line {err.lineno})") from None
+    except UnicodeDecodeError:
+        raise error(f"{name}: not a text file (not UTF-8); expected {what} JSON") from None
+    except OSError as err:
+        raise error(f"{name}: cannot read ({err.strerror or err})") from None
 
 
 def atomic_write_text(path: PathLike, text: str, *, inputs: Iterable[PathLike | None] = ()) -> None:

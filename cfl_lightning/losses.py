@@ -28,6 +28,9 @@ from torch import Tensor
 from cfl_lightning.errors import CflError
 
 __all__ = [
+    "LOSSES",
+    "training_loss",
+    "loss_per_position",
     "kl_to_automaton_loss",
     "as_log_probs",
     "check_scores",
@@ -36,6 +39,10 @@ __all__ = [
     "cross_entropy_per_position",
     "per_string",
 ]
+
+
+#: the losses a ``LanguageModel`` can optimize (its ``loss`` argument)
+LOSSES = ("kl", "ce")
 
 
 def _check(log_probs: Tensor, mask: Tensor) -> None:
@@ -178,6 +185,54 @@ def kl_to_automaton_loss(scores: Tensor, batch: Mapping[str, Tensor]) -> Tensor:
     mask = batch["mask"].bool()
     sums, _ = per_string(kl_per_position(batch["target_probs"], log_probs, mask), mask)
     return sums.mean()
+
+
+def loss_per_position(
+    loss: str, log_probs: Tensor, target_probs: Tensor, target_ids: Tensor | None, mask: Tensor
+) -> Tensor:
+    """The optimized loss at every position: the one rule of what ``"kl"`` and ``"ce"`` mean.
+
+    Args:
+        loss: ``"kl"`` (:func:`kl_per_position`) or ``"ce"`` (:func:`cross_entropy_per_position`).
+        log_probs: ``[B, T, S+1]`` model log-probabilities.
+        target_probs: ``[B, T, S+1]`` the automaton's next-symbol distributions.
+        target_ids: ``[B, T]`` the sampled next symbols (only ``"ce"`` reads them).
+        mask: ``[B, T]`` bool, True on real positions.
+
+    Returns:
+        ``[B, T]`` nats, 0 at padding.
+    """
+    if loss == "kl":
+        return kl_per_position(target_probs, log_probs, mask)
+    if loss == "ce":
+        assert target_ids is not None, "the cross-entropy needs target_ids"
+        return cross_entropy_per_position(log_probs, target_ids, mask)
+    raise ValueError(f"loss must be 'kl' or 'ce', got {loss!r}")
+
+
+def training_loss(loss: str, scores: Tensor, batch: Mapping[str, Tensor]) -> Tensor:
+    """The loss a ``LanguageModel`` optimizes on a batch (its training step and the ensembles').
+
+    The per-string sum of :func:`loss_per_position`, averaged over the batch's strings.
+    ``"kl"`` is :func:`kl_to_automaton_loss` (the scores are checked: :func:`check_scores`);
+    ``"ce"`` normalizes the scores with ``log_softmax`` unchecked.
+
+    Args:
+        loss: ``"kl"`` or ``"ce"``.
+        scores: ``[B, T, |S|+1]`` logits or log-probabilities (EOS last).
+        batch: a :class:`~cfl_lightning.PFADataModule` batch (``target_probs``, ``mask`` and,
+            for ``"ce"``, ``target_ids``).
+
+    Returns:
+        scalar loss in nats per string (differentiable in ``scores``).
+    """
+    if loss == "kl":
+        return kl_to_automaton_loss(scores, batch)
+    mask = batch["mask"].bool()
+    log_probs = torch.log_softmax(scores, dim=-1)
+    target_ids = batch.get("target_ids")
+    values = loss_per_position(loss, log_probs, batch["target_probs"], target_ids, mask)
+    return values.sum(1).mean()
 
 
 def kl_per_position(target_probs: Tensor, log_probs: Tensor, mask: Tensor) -> Tensor:

@@ -69,11 +69,14 @@ if TYPE_CHECKING:
 
 
 def count_parameters(module: nn.Module) -> int:
-    """Number of trainable parameters of ``module``."""
+    """Number of trainable parameters of ``module`` (``results.json``'s ``num_parameters``, and
+    what models are sized by; works on ``meta``-device modules too)."""
     return sum(p.numel() for p in module.parameters() if p.requires_grad)
 
+
 __all__ = [
-    "RESULT_KEYS", "FinishedRun", "automaton_id", "build_results", "write_results", "json_safe"
+    "RESULT_KEYS", "FinishedRun", "automaton_id", "build_results", "write_results", "json_safe",
+    "count_parameters",
 ]
 
 RESULT_KEYS = (

@@ -33,9 +33,11 @@ from cfl_lightning.ensemble.packing import bucket
 from cfl_lightning.ensemble.ticks import by_width, lockstep
 from cfl_lightning.losses import kl_per_position
 from cfl_lightning.models import LSTMLanguageModel, TransformerLanguageModel
+from tests.user_models import GRULanguageModel
 
 logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
-MODELS = {"lstm": LSTMLanguageModel, "transformer": TransformerLanguageModel}
+MODELS = {"lstm": LSTMLanguageModel, "transformer": TransformerLanguageModel,
+          "gru": GRULanguageModel}  # a user's model: no stacked network
 # members differ in corpus (data seed, count, size: different numbers of batches per epoch)
 DATA = [
     dict(seed=0, count=30, num_strings=40),
@@ -119,6 +121,30 @@ def test_packed_forward_matches_each_model(arch):
             assert torch.equal(batch.target_probs[m][real], ref["target_probs"][ref["mask"]])
             want = models[m](ref["input_ids"])[ref["mask"]]
             torch.testing.assert_close(log_probs[m][real], want, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("arch,engine", [("lstm", "stacked"), ("lstm", "loop"),
+                                         ("transformer", "stacked"), ("transformer", "loop"),
+                                         ("gru", "loop")])
+def test_every_architecture_evaluates_each_member_as_its_own_forward(arch, engine):
+    """Forward parity of every architecture and engine: each member's predictions on its own
+    validation batch are its own model's (the user's GRU has only the loop engine)."""
+    models, dms = zip(*(build(arch, i, d) for i, d in enumerate(DATA)))
+    models = [m.double().eval() for m in models]
+    module = EnsembleLanguageModel(models, list(dms), engine=engine)
+    for dm in dms:
+        dm.setup("fit")
+    ids = np.array(module.data.first_batch("val")) + np.array([0, 1, 0])
+    seen = []
+    for out in module.engine().evaluate("val", module.flat.detach(), ids):
+        for k, m in enumerate(out.members.tolist()):
+            index = dms[m].batches("val")[int(ids[m]) - module.data.first_batch("val")[m]]
+            ref = collate(dms[m].tokenized("val"), index,
+                          dms[m].pfsa.next_symbol_probs().float(), dms[m].pad_id)
+            want = torch.log_softmax(models[m](ref["input_ids"]), -1)[ref["mask"]]
+            torch.testing.assert_close(out.log_probs[k][out.mask[k]], want, rtol=0, atol=1e-12)
+            seen.append(m)
+    assert sorted(seen) == [0, 1, 2]
 
 
 def test_packing_wastes_at_most_about_twice_the_real_positions():
@@ -429,7 +455,7 @@ def test_ticks_keep_each_members_order(pace):
 
 
 def test_hand_written_lstm_backward_equals_autograd():
-    from cfl_lightning.ensemble.lstm import StackedLSTM
+    from cfl_lightning.models import StackedLSTM
 
     torch.manual_seed(0)
     m, r, length, h = 3, 2, 7, 5

@@ -116,7 +116,10 @@ def test_largest_within_budget():
 
 
 def test_public_api():
-    assert models_all == ["LanguageModel", "LSTMLanguageModel", "TransformerLanguageModel"]
+    assert models_all == [
+        "LanguageModel", "LSTMLanguageModel", "TransformerLanguageModel", "StackedNetwork",
+        "StackedLSTM", "StackedTransformer",
+    ]
     assert issubclass(LSTMLanguageModel, LanguageModel)
     assert issubclass(TransformerLanguageModel, LanguageModel)
 

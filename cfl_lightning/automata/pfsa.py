@@ -33,7 +33,7 @@ import torch
 from torch import Tensor
 
 from cfl_lightning.errors import PFSAError
-from cfl_lightning.io import atomic_write_text, read_text
+from cfl_lightning.io import atomic_write_text, read_json
 
 __all__ = ["PFSA", "NORMALIZATION_TOLERANCE", "RESERVED_SYMBOLS", "check_names"]
 
@@ -425,20 +425,7 @@ class PFSA:
             PFSAError: the file is missing, is not valid JSON, or describes an invalid automaton.
         """
         name = os.fspath(path)
-        try:
-            data = json.loads(read_text(name, error=PFSAError))
-        except FileNotFoundError:
-            raise PFSAError(f"{name}: no such file") from None
-        except IsADirectoryError:
-            raise PFSAError(f"{name}: is a directory, not an automaton file") from None
-        except json.JSONDecodeError as err:
-            raise PFSAError(f"{name}: not valid JSON ({err.msg} at line {err.lineno})") from None
-        except UnicodeDecodeError:
-            raise PFSAError(
-                f"{name}: not a text file (not UTF-8); expected automaton JSON"
-            ) from None
-        except OSError as err:
-            raise PFSAError(f"{name}: cannot read ({err.strerror or err})") from None
+        data = read_json(name, error=PFSAError, what="automaton")
         return cls.from_dict(data, source=name)
 
     def __repr__(self) -> str:

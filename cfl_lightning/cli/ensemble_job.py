@@ -41,7 +41,7 @@ from typing import Any, TextIO
 
 from cfl_lightning.errors import CflError
 
-__all__ = ["main", "read_spec", "build_member", "run_job", "results_path", "PROG"]
+__all__ = ["main", "read_spec", "build_member", "train_settings", "run_job", "results_path", "PROG"]
 
 PROG = "python -m cfl_lightning.cli.ensemble_job"
 
@@ -77,47 +77,74 @@ def read_spec(path: str | Path) -> tuple[list[tuple[str, list[str]]], Path | Non
     return members, None if folder is None else Path(folder)
 
 
-def _version(path: Path) -> int | None:
-    name = path.name
-    if name.startswith("version_") and name[len("version_"):].isdigit():
-        return int(name[len("version_"):])
-    return None
-
-
 def results_path(cli: Any) -> Path:
-    """Where the run of ``cli`` writes ``results.json`` (its ``ResultsWriter``'s rule).
-
-    One exception keeps one ``results.json`` per run: a versioned logger (CSV, TensorBoard)
-    picks a new ``version_N`` when older ones exist; when they hold no valid ``results.json``
-    (a run that did not finish, or a corrupt file), the lowest of them is reused instead.
-    """
+    """Where the run of ``cli`` writes ``results.json`` (its ``ResultsWriter``'s rule, in the
+    logger's folder that :func:`~cfl_lightning.sweep.results.version_dir` picks)."""
     from cfl_lightning.callbacks.results_writer import run_log_dir
+    from cfl_lightning.sweep.results import RESULTS, version_dir
 
     results = cli.config.get("results") if hasattr(cli.config, "get") else None
     custom = results.get("path") if results else None
     if custom:
         return Path(custom)
-    log_dir = run_log_dir(cli.trainer)
-    version = _version(log_dir)
-    if version is not None and not log_dir.exists() and log_dir.parent.is_dir():
-        older = sorted(
-            (v, d) for d in log_dir.parent.iterdir()
-            if d.is_dir() and (v := _version(d)) is not None and v < version
-        )
-        if older and not _done(older[0][1] / "results.json"):
-            log_dir = older[0][1]
-    return log_dir / "results.json"
+    return version_dir(run_log_dir(cli.trainer)) / RESULTS
 
 
-def _done(path: Path) -> bool:
-    """A valid ``results.json`` at ``path``, or in another version directory of its logger."""
-    from cfl_lightning.ensemble.results import has_results
+def _get(config: Any, dotted: str, default: Any = None) -> Any:
+    """``config["a"]["b"]`` for ``"a.b"`` (parsed namespaces or dicts), or ``default``."""
+    node = config
+    for part in dotted.split("."):
+        if node is None:
+            return default
+        try:
+            node = node[part]
+        except (KeyError, TypeError):
+            node = getattr(node, part, None)
+    return default if node is None else node
 
-    if has_results(path):
-        return True
-    if path.parent.name.startswith("version_"):
-        return any(has_results(p) for p in path.parent.parent.glob("version_*/results.json"))
-    return False
+
+def train_settings(config: Any, model: Any) -> Any:
+    """The :class:`~cfl_lightning.ensemble.TrainSettings` of a ``fit`` run's parsed config.
+
+    Raises:
+        NotEnsembleable: the run uses a setting or a model the ensemble does not reproduce
+            (:mod:`cfl_lightning.ensemble.settings`).
+    """
+    from cfl_lightning.callbacks import MONITOR
+    from cfl_lightning.ensemble.settings import (
+        TRAINER_VALUES,
+        NotEnsembleable,
+        TrainSettings,
+        check_ensembleable,
+        refused_trainer_setting,
+    )
+
+    check_ensembleable(model)
+    trainer = _get(config, "trainer", {})
+    refused = refused_trainer_setting({key: _get(trainer, key) for key in TRAINER_VALUES})
+    if refused is not None:
+        raise NotEnsembleable(refused)
+    for group in ("early_stopping", "checkpoint"):
+        if _get(config, f"{group}.monitor", MONITOR) != MONITOR:
+            raise NotEnsembleable(f"{group}.monitor is not {MONITOR}")
+        if _get(config, f"{group}.mode", "min") != "min":
+            raise NotEnsembleable(f"{group}.mode is not min")
+    if _get(config, "early_stopping.check_finite", True) is not True:
+        raise NotEnsembleable("early_stopping.check_finite is False")
+    if _get(config, "early_stopping.stopping_threshold") is not None or _get(
+        config, "early_stopping.divergence_threshold"
+    ) is not None:
+        raise NotEnsembleable("early stopping thresholds are not reproduced")
+    clip = _get(trainer, "gradient_clip_val")
+    max_epochs = _get(trainer, "max_epochs")
+    if max_epochs is None or max_epochs < 0:
+        raise NotEnsembleable("trainer.max_epochs must be set (>= 0)")
+    return TrainSettings(
+        max_epochs=int(max_epochs),
+        gradient_clip_val=None if clip in (None, 0) else float(clip),
+        patience=int(_get(config, "early_stopping.patience", 3)),
+        min_delta=float(_get(config, "early_stopping.min_delta", 0.0)),
+    )
 
 
 def build_member(name: str, args: list[str]) -> tuple[Any, Any]:
@@ -133,7 +160,7 @@ def build_member(name: str, args: list[str]) -> tuple[Any, Any]:
     """
     from cfl_lightning.cli.train import build_cli
     from cfl_lightning.ensemble.job import JobMember
-    from cfl_lightning.ensemble.settings import NotEnsembleable, train_settings
+    from cfl_lightning.ensemble.settings import NotEnsembleable
 
     cli = build_cli(list(args), run=False)
     config = cli.full_config()
@@ -182,6 +209,7 @@ def run_job(
     """
     from cfl_lightning.ensemble.job import default_checkpoint, reason, train_group
     from cfl_lightning.ensemble.settings import NotEnsembleable, ensemble_key
+    from cfl_lightning.sweep.results import done_in_any_version
 
     out = sys.stdout if stream is None else stream
     status: dict[str, str | None] = {}
@@ -201,7 +229,7 @@ def run_job(
                 traceback.print_exc()
                 say(name, reason(err))
                 continue
-            if _done(member.results_path):
+            if done_in_any_version(member.results_path):
                 say(name, None)
             elif isinstance(settings, NotEnsembleable):
                 sys.stderr.write(f"{name}: not ensembled ({settings}); trained on its own\n")

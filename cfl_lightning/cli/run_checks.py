@@ -11,10 +11,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from cfl_lightning.checkpoint_io import read_checkpoint
 from cfl_lightning.errors import CflError
 
 __all__ = [
-    "check_trainer_values", "check_devices", "check_root_dir", "read_checkpoint",
+    "check_trainer_values", "check_devices", "check_root_dir",
+    "read_checkpoint",  # re-exported: checkpoints are read by cfl_lightning.checkpoint_io
     "check_checkpoint_fits", "check_checkpoint_model", "check_finite_weights", "cpu_cores",
 ]
 
@@ -117,25 +119,6 @@ def check_root_dir(path: str | os.PathLike | None) -> None:
         raise CflError(f"--trainer.default_root_dir {os.fspath(path)} {what}")
     if not os.access(probe, os.W_OK | os.X_OK):
         raise CflError(f"--trainer.default_root_dir {os.fspath(path)} is not writable ({probe})")
-
-
-def read_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
-    """Load a Lightning checkpoint with ``weights_only=True``; one-line errors when it cannot be."""
-    import torch
-
-    file = Path(path)
-    if not file.exists():
-        raise CflError(f"checkpoint {os.fspath(path)} does not exist")
-    if not file.is_file():
-        raise CflError(f"checkpoint {os.fspath(path)} is not a file")
-    try:
-        checkpoint = torch.load(file, map_location="cpu", weights_only=True)
-    except Exception as err:  # corrupt, truncated, not a torch file, unsafe pickle
-        reason = " ".join(str(err).split())[:120] or type(err).__name__
-        raise CflError(f"checkpoint {os.fspath(path)} cannot be read: {reason}") from None
-    if not isinstance(checkpoint, dict) or not isinstance(checkpoint.get("state_dict"), dict):
-        raise CflError(f"checkpoint {os.fspath(path)} is not a Lightning checkpoint (no state_dict)")
-    return checkpoint
 
 
 def check_finite_weights(path: str | os.PathLike, checkpoint: Mapping[str, Any]) -> None:

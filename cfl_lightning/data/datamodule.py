@@ -68,6 +68,7 @@ from cfl_lightning.data.settings import (
 )
 from cfl_lightning.data.splits import SAMPLING_METHOD, SplitPlan
 from cfl_lightning.data.targeted import WithWeights, at_stake, mix, test_weights
+from cfl_lightning.data.tokens import TokenIds
 from cfl_lightning.errors import CflError
 from cfl_lightning.sampling import Corpus, Intervention
 from cfl_lightning.sampling.budget import check_corpora_memory
@@ -117,12 +118,12 @@ def spread_batches(batches: list[torch.Tensor], ranks: int, split: str) -> list[
 
 _DOC = """Language-modeling data sampled from a probabilistic finite-state automaton.
 
-Token ids: the automaton's symbols are ``0 .. S-1`` in alphabet order, ``EOS = S``,
-``BOS = S + 1``, ``PAD = S + 2`` (embedding size ``vocab_size = S + 3``, output size
-``S + 1``). Every batch is a dict with ``input_ids``, ``target_ids``, ``target_probs``,
-``states`` and ``mask`` (see :mod:`cfl_lightning.data.batching`). Batches hold strings of
-similar length and at most ``max_tokens`` real positions (a string of length ``n`` has
-``n + 1``); a single longer string forms a batch of its own.
+Token ids (:class:`~cfl_lightning.data.tokens.TokenIds`): the automaton's symbols are
+``0 .. S-1`` in alphabet order, ``EOS = S``, ``BOS = S + 1``, ``PAD = S + 2`` (embedding size
+``vocab_size = S + 3``, output size ``S + 1``). Every batch is a dict with ``input_ids``,
+``target_ids``, ``target_probs``, ``states`` and ``mask`` (see :mod:`cfl_lightning.data.batching`).
+Batches hold strings of similar length and at most ``max_tokens`` real positions (a string of
+length ``n`` has ``n + 1``); a single longer string forms a batch of its own.
 
 The arguments are the fields of :class:`~cfl_lightning.data.settings.DataSettings`, kept as
 :attr:`settings` (``hparams`` hold the same values, with ``num_symbols`` the automaton's
@@ -195,10 +196,11 @@ class PFADataModule(L.LightningDataModule):
         self.cache_path = resolve_cache_dir(self.settings.cache_dir)
         self._check_memory()
         self.num_symbols: int = self.pfsa.num_symbols
-        self.vocab_size: int = self.num_symbols + 3
-        self.eos_id: int = self.num_symbols
-        self.bos_id: int = self.num_symbols + 1
-        self.pad_id: int = self.num_symbols + 2
+        ids = TokenIds(self.num_symbols)
+        self.vocab_size: int = ids.vocab_size
+        self.eos_id: int = ids.eos
+        self.bos_id: int = ids.bos
+        self.pad_id: int = ids.pad
         self._splits: dict[str, tuple[Corpus, TokenizedCorpus, list[torch.Tensor]]] = {}
         self.cache_hits: dict[str, bool] = {}
 

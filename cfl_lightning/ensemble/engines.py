@@ -4,17 +4,18 @@ Both engines train the members' rows of one ``[M, P]`` parameter with per-member
 :class:`~cfl_lightning.ensemble.optim.StackedAdam`, and evaluate them, one tick at a time:
 
 * :class:`StackedEngine`: the members' batches of a tick packed side by side ``[M, R, L]``
-  (:mod:`~cfl_lightning.ensemble.packing`) through the stacked network
-  (:class:`~cfl_lightning.ensemble.StackedLSTM`, :class:`~cfl_lightning.ensemble.StackedTransformer`):
-  one batched computation for all members; training steps by
-  :class:`~cfl_lightning.ensemble.step.TrainStep` (optionally CUDA graphs). For GPUs, where
-  one small model leaves the device idle.
-* :class:`LoopEngine`: each member of a tick runs the shipped model's own forward
+  (:mod:`~cfl_lightning.ensemble.packing`) through the architecture's stacked network
+  (``LanguageModel.stacked_network``: :class:`~cfl_lightning.models.StackedLSTM`,
+  :class:`~cfl_lightning.models.StackedTransformer`): one batched computation for all
+  members; training steps by :class:`~cfl_lightning.ensemble.step.TrainStep` (optionally CUDA
+  graphs). For GPUs, where one small model leaves the device idle.
+* :class:`LoopEngine`: each member of a tick runs the model's own forward
   (``torch.func.functional_call`` with the member's row as its parameters) on its own collated
   batch, one after the other; their gradients are clipped and stepped together. For CPUs,
   where the shipped LSTM's fused kernel beats the batched recurrence
   (``benchmarks/bench_ensemble.py``) and the gain of an ensemble is one process and one
-  Lightning loop for all members.
+  Lightning loop for all members; and for any ``LanguageModel`` without a stacked network
+  (a user's own architecture).
 
 Evaluation yields :class:`EvalBatch` es: log-probabilities of some members on their own
 positions, shaped ``[M', R, L, |S|+1]`` (a loop member's batch is ``[1, B, T, ...]``).
@@ -36,7 +37,7 @@ from cfl_lightning.ensemble.data import EnsembleData
 from cfl_lightning.ensemble.optim import StackedAdam, clip_rows_
 from cfl_lightning.ensemble.stacking import ParameterLayout
 from cfl_lightning.ensemble.step import TrainStep
-from cfl_lightning.losses import cross_entropy_per_position, kl_per_position, kl_to_automaton_loss
+from cfl_lightning.losses import kl_per_position, training_loss
 
 __all__ = ["EvalBatch", "StackedEngine", "LoopEngine", "ENGINES"]
 
@@ -132,7 +133,7 @@ class StackedEngine:
 
 
 class LoopEngine:
-    """Each member's own (shipped) network on its own batches (see the module docstring).
+    """Each member's own network on its own batches (see the module docstring).
 
     Args:
         template: one member's ``LanguageModel`` (copied; its parameters are never used).
@@ -176,14 +177,6 @@ class LoopEngine:
         views = self.layout.row_views(row)
         return torch.func.functional_call(self.model, views, (input_ids,))
 
-    def _loss(self, scores: Tensor, batch: dict[str, Tensor]) -> Tensor:
-        """The shipped ``LanguageModel.training_step``'s loss."""
-        if self.loss == "kl":
-            return kl_to_automaton_loss(scores, batch)
-        mask = batch["mask"].bool()
-        log_probs = torch.log_softmax(scores, dim=-1)
-        return cross_entropy_per_position(log_probs, batch["target_ids"], mask).sum(1).mean()
-
     def train(
         self, ids: np.ndarray, device_ids: Tensor | None, record: bool, optimizer: StackedAdam
     ) -> Tensor | None:
@@ -197,7 +190,8 @@ class LoopEngine:
         for k, m in enumerate(taking):
             batch = self._batch("train", int(m), int(ids[m]))
             leaf = self.param.detach()[m].clone().requires_grad_(True)
-            loss = self._loss(self._log_probs(leaf, batch["input_ids"]), batch)
+            # the loss of LanguageModel.training_step
+            loss = training_loss(self.loss, self._log_probs(leaf, batch["input_ids"]), batch)
             (grads[k],) = torch.autograd.grad(loss, leaf)
             losses[k] = loss.detach()
         if self.clip is not None:

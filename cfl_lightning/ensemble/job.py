@@ -37,10 +37,12 @@ import lightning.pytorch as pl
 import torch
 
 from cfl_lightning.callbacks import MONITOR, EpochProgress
+from cfl_lightning.checkpoint_io import read_checkpoint
 from cfl_lightning.ensemble.checkpoint import LAST, LastCheckpoint
 from cfl_lightning.ensemble.module import CHECKPOINT_KEY, EnsembleLanguageModel
-from cfl_lightning.ensemble.results import has_results, write_member_results
+from cfl_lightning.ensemble.results import write_member_results
 from cfl_lightning.ensemble.settings import TrainSettings
+from cfl_lightning.sweep.results import has_results
 
 __all__ = ["JobMember", "train_group", "reason", "checkpoint_members", "default_checkpoint"]
 
@@ -82,7 +84,7 @@ def checkpoint_members(path: Path) -> tuple[list[str], int] | None:
     if not path.is_file():
         return None
     try:
-        saved = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        saved = read_checkpoint(path, mmap=True)
         return [str(n) for n in saved[CHECKPOINT_KEY]["names"]], int(saved.get("epoch", 0)) + 1
     except Exception:  # noqa: BLE001 - an unreadable checkpoint is not resumed
         traceback.print_exc()

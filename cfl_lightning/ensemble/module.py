@@ -42,14 +42,12 @@ from torch import Tensor, nn
 
 from cfl_lightning.ensemble.data import PACINGS, EnsembleData, Ticks
 from cfl_lightning.ensemble.engines import ENGINES, LoopEngine, StackedEngine
-from cfl_lightning.ensemble.lstm import StackedLSTM
 from cfl_lightning.ensemble.metrics import MemberDecomposedKL
 from cfl_lightning.ensemble.optim import StackedAdam
 from cfl_lightning.ensemble.schedule import MemberSchedules
-from cfl_lightning.ensemble.settings import TrainSettings
+from cfl_lightning.ensemble.settings import TrainSettings, check_ensembleable, check_trainer
 from cfl_lightning.ensemble.stacking import ParameterLayout
 from cfl_lightning.ensemble.step import MODES
-from cfl_lightning.ensemble.transformer import StackedTransformer
 
 __all__ = ["EnsembleLanguageModel", "MemberOutcome", "stacked_network", "CHECKPOINT_KEY"]
 
@@ -86,27 +84,24 @@ class MemberOutcome:
 
 
 def stacked_network(model: nn.Module) -> Any:
-    """The batched forward matching a shipped language model's class."""
-    from cfl_lightning.models import LSTMLanguageModel, TransformerLanguageModel
+    """A language model's stacked form (its ``LanguageModel.stacked_network`` hook).
 
-    if isinstance(model, LSTMLanguageModel):
-        return StackedLSTM.from_model(model)
-    if isinstance(model, TransformerLanguageModel):
-        return StackedTransformer.from_model(model)
-    raise TypeError(f"no stacked network for {type(model).__name__}")
+    Raises:
+        TypeError: the model has none (its ensembles run the loop engine).
+    """
+    network = model.stacked_network()
+    if network is None:
+        raise TypeError(f"no stacked network for {type(model).__name__}")
+    return network
 
 
 def _default_engine(model: nn.Module, device: torch.device) -> str:
-    """``"stacked"`` on CUDA and for transformers; ``"loop"`` for LSTMs on a CPU.
-
-    On a CPU the shipped LSTM (oneDNN's fused kernel) is faster per token than the batched
-    recurrence; the stacked transformer is not slower (``benchmarks/bench_ensemble.py``).
-    """
-    from cfl_lightning.models import LSTMLanguageModel
-
-    if device.type == "cpu" and isinstance(model, LSTMLanguageModel):
+    """``"loop"`` without a stacked network; else ``"stacked"``, except on a CPU where the
+    architecture prefers the loop (``LanguageModel.ENSEMBLE_CPU_ENGINE``: the shipped LSTM, whose
+    oneDNN kernel beats the batched recurrence; ``benchmarks/bench_ensemble.py``)."""
+    if model.stacked_network() is None:
         return "loop"
-    return "stacked"
+    return model.ENSEMBLE_CPU_ENGINE if device.type == "cpu" else "stacked"
 
 
 class EnsembleLanguageModel(pl.LightningModule):
@@ -153,6 +148,7 @@ class EnsembleLanguageModel(pl.LightningModule):
         if not models or len(models) != len(datamodules):
             raise ValueError("need one data module per model, and at least one model")
         first = models[0]
+        check_ensembleable(first)
         for model in models[1:]:
             if type(model) is not type(first) or any(
                 model.hparams.get(k) != first.hparams.get(k) for k in _SHARED
@@ -173,7 +169,12 @@ class EnsembleLanguageModel(pl.LightningModule):
         self.pacing = pacing
         self.data = EnsembleData(list(datamodules), "width" if pacing == "auto" else pacing)
         self.layout = ParameterLayout.of(first)
-        self.network = stacked_network(first)
+        self.network = first.stacked_network()  # None: the loop engine only
+        if engine == "stacked" and self.network is None:
+            raise ValueError(
+                f"{type(first).__name__} has no stacked network (LanguageModel.stacked_network): "
+                "use engine 'loop' or 'auto'"
+            )
         self.loss_name = first.loss_name
         self._template = [first]  # a plain list: not a submodule (neither saved nor moved)
         members = len(models)
@@ -209,23 +210,6 @@ class EnsembleLanguageModel(pl.LightningModule):
     def configure_optimizers(self) -> StackedAdam:
         lr = torch.full((self.num_members,), self._lr, dtype=torch.float64)
         return StackedAdam(self.flat, lr)
-
-    def _check_trainer(self) -> None:
-        trainer = self.trainer
-        wrong = []
-        if trainer.reload_dataloaders_every_n_epochs != 1:
-            wrong.append("reload_dataloaders_every_n_epochs=1")
-        if trainer.check_val_every_n_epoch != 1 or trainer.val_check_interval != 1.0:
-            wrong.append("check_val_every_n_epoch=1 and val_check_interval=1.0")
-        if trainer.limit_val_batches != 1.0 or trainer.limit_train_batches != 1.0:
-            wrong.append("limit_train_batches=1.0 and limit_val_batches=1.0")
-        if trainer.world_size != 1:
-            wrong.append("one device")
-        if wrong:
-            raise ValueError(
-                "EnsembleLanguageModel needs a Trainer with " + ", ".join(wrong)
-                + ": every epoch's ticks are planned anew and every member validates every epoch"
-            )
 
     def engine(self) -> StackedEngine | LoopEngine:
         """The engine on the module's device (built on first use)."""
@@ -270,7 +254,7 @@ class EnsembleLanguageModel(pl.LightningModule):
 
     # ------------------------------------------------------------------ training
     def on_fit_start(self) -> None:
-        self._check_trainer()
+        check_trainer(self.trainer)
         for dm in self.data.datamodules:
             dm.setup("fit")
 

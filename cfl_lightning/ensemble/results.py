@@ -5,14 +5,13 @@
 :func:`~cfl_lightning.results.write_results` (atomic) with the member's best weights, its data
 module, its run's full config and its test's decomposed KL, at the path its own
 ``ResultsWriter`` would use. ``train_time_s`` is the ensemble's training wall time until the
-member's last epoch. :func:`has_results` is the rule by which a member counts as done: its
-``results.json`` parses and holds a finite ``kl_total``.
+member's last epoch. Whether a member counts as done is the results-file rule
+(:func:`cfl_lightning.sweep.results.has_results`, re-exported here): its ``results.json`` parses
+and holds a finite ``kl_total``.
 """
 
 from __future__ import annotations
 
-import json
-import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -20,17 +19,9 @@ from typing import Any
 
 from torch import Tensor
 
+from cfl_lightning.sweep.results import has_results
+
 __all__ = ["write_member_results", "has_results"]
-
-
-def has_results(path: str | os.PathLike) -> bool:
-    """Whether ``path`` is a ``results.json`` that parses and holds a finite ``kl_total``."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    value = data.get("kl_total") if isinstance(data, dict) else None
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def write_member_results(
@@ -55,7 +46,8 @@ def write_member_results(
     """
     from cfl_lightning.results import FinishedRun, build_results, write_results
 
-    model.load_state_dict(outcome.best_state)
+    # the member's buffers (never trained: a user's model may have some) with its best weights
+    model.load_state_dict({**model.state_dict(), **outcome.best_state})
     path = Path(path)
     results = build_results(FinishedRun(
         config=dict(config),

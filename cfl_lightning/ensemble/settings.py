@@ -1,24 +1,42 @@
-"""The Trainer and callback settings of a ``fit`` run that an ensemble reproduces.
+"""What an ensemble reproduces of a run: its settings, the Trainer values it needs, its models.
 
-A member of an ensemble is a run of ``python -m cfl_lightning fit ARGS`` (built by the CLI layer,
-:mod:`cfl_lightning.cli.ensemble_job`). :func:`train_settings` reads, from the run's parsed
-config, the settings the ensemble reproduces (:class:`TrainSettings`) and refuses
-(:class:`NotEnsembleable`) any that it does not, so that such a run is trained the ordinary way
-instead; :func:`ensemble_key` says which members can share an ensemble.
+A member of an ensemble is a run of ``python -m cfl_lightning fit ARGS``. The CLI layer
+(:mod:`cfl_lightning.cli.ensemble_job`) reads the run's parsed config and builds its
+:class:`TrainSettings`; this module says what the ensemble can honour:
+
+* :data:`TRAINER_VALUES`, the one list of the Trainer settings it reproduces only at their
+  Lightning defaults: :func:`refused_trainer_setting` checks a run's values against it, and
+  :func:`check_trainer` checks the Trainer that fits an ensemble (the job builds that one);
+* :func:`check_ensembleable`: a ``LanguageModel`` whose training the ensemble reproduces (its
+  own forward, ``LanguageModel``'s step and optimizer);
+* :func:`ensemble_key`: which members can share an ensemble.
+
+A run the ensemble does not reproduce raises :class:`NotEnsembleable`, and is trained the
+ordinary way instead.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cfl_lightning.callbacks import MONITOR
 from cfl_lightning.errors import CflError
 
-__all__ = ["TrainSettings", "NotEnsembleable", "train_settings", "ensemble_key"]
+__all__ = [
+    "TrainSettings",
+    "NotEnsembleable",
+    "TRAINER_VALUES",
+    "refused_trainer_setting",
+    "check_trainer",
+    "check_ensembleable",
+    "ensemble_key",
+]
 
-# Trainer settings the ensemble reproduces only at these values (their Lightning defaults)
-_TRAINER_DEFAULTS = {
+#: Trainer settings an ensemble reproduces only at these values (their Lightning defaults; None:
+#: not given). ``check_val_every_n_epoch``, ``val_check_interval`` and ``limit_*_batches`` must
+#: also hold for the Trainer that fits an ensemble.
+TRAINER_VALUES: dict[str, tuple[Any, ...]] = {
     "accumulate_grad_batches": (1, None),
     "check_val_every_n_epoch": (1, None),
     "val_check_interval": (1.0, 1, None),
@@ -35,6 +53,11 @@ _TRAINER_DEFAULTS = {
     "gradient_clip_algorithm": ("norm", None),
     "reload_dataloaders_every_n_epochs": (0, None),
 }
+
+#: the methods of ``LanguageModel`` whose behaviour the ensemble reproduces (a subclass must
+#: not override them)
+_REPRODUCED = ("training_step", "configure_optimizers", "optimizer_step",
+               "configure_gradient_clipping")
 
 
 class NotEnsembleable(CflError):
@@ -58,50 +81,62 @@ class TrainSettings:
     min_delta: float = 0.0
 
 
-def _get(config: Any, dotted: str, default: Any = None) -> Any:
-    node = config
-    for part in dotted.split("."):
-        if node is None:
-            return default
-        try:
-            node = node[part]
-        except (KeyError, TypeError):
-            node = getattr(node, part, None)
-    return default if node is None else node
-
-
-def train_settings(config: Any, model: Any) -> TrainSettings:
-    """The :class:`TrainSettings` of a parsed CLI config, or :class:`NotEnsembleable`."""
-    from cfl_lightning.models import LSTMLanguageModel, TransformerLanguageModel
-
-    if not isinstance(model, (LSTMLanguageModel, TransformerLanguageModel)):
-        raise NotEnsembleable(f"model {type(model).__name__} has no stacked network")
-    trainer = _get(config, "trainer", {})
-    for key, allowed in _TRAINER_DEFAULTS.items():
-        value = _get(trainer, key)
+def refused_trainer_setting(trainer: Mapping[str, Any]) -> str | None:
+    """``"trainer.NAME=VALUE"`` of the first of a run's Trainer settings that
+    :data:`TRAINER_VALUES` refuses, or None (absent keys count as None)."""
+    for key, allowed in TRAINER_VALUES.items():
+        value = trainer.get(key)
         if value not in allowed:
-            raise NotEnsembleable(f"trainer.{key}={value!r}")
-    for group in ("early_stopping", "checkpoint"):
-        if _get(config, f"{group}.monitor", MONITOR) != MONITOR:
-            raise NotEnsembleable(f"{group}.monitor is not {MONITOR}")
-        if _get(config, f"{group}.mode", "min") != "min":
-            raise NotEnsembleable(f"{group}.mode is not min")
-    if _get(config, "early_stopping.check_finite", True) is not True:
-        raise NotEnsembleable("early_stopping.check_finite is False")
-    if _get(config, "early_stopping.stopping_threshold") is not None or _get(
-        config, "early_stopping.divergence_threshold"
-    ) is not None:
-        raise NotEnsembleable("early stopping thresholds are not reproduced")
-    clip = _get(trainer, "gradient_clip_val")
-    max_epochs = _get(trainer, "max_epochs")
-    if max_epochs is None or max_epochs < 0:
-        raise NotEnsembleable("trainer.max_epochs must be set (>= 0)")
-    return TrainSettings(
-        max_epochs=int(max_epochs),
-        gradient_clip_val=None if clip in (None, 0) else float(clip),
-        patience=int(_get(config, "early_stopping.patience", 3)),
-        min_delta=float(_get(config, "early_stopping.min_delta", 0.0)),
-    )
+            return f"trainer.{key}={value!r}"
+    return None
+
+
+def check_trainer(trainer: Any) -> None:
+    """The Trainer fitting an ensemble plans every epoch anew and validates every member every
+    epoch: it reloads its dataloaders every epoch, validates every epoch on every batch, and runs
+    on one device (:data:`TRAINER_VALUES` otherwise).
+
+    Raises:
+        ValueError: naming what the Trainer needs.
+    """
+
+    def has(key: str) -> bool:
+        value = getattr(trainer, key)
+        return value is not None and value in TRAINER_VALUES[key]
+
+    wrong = []
+    if trainer.reload_dataloaders_every_n_epochs != 1:
+        wrong.append("reload_dataloaders_every_n_epochs=1")
+    if not (has("check_val_every_n_epoch") and has("val_check_interval")):
+        wrong.append("check_val_every_n_epoch=1 and val_check_interval=1.0")
+    if not (has("limit_val_batches") and has("limit_train_batches")):
+        wrong.append("limit_train_batches=1.0 and limit_val_batches=1.0")
+    if trainer.world_size != 1:
+        wrong.append("one device")
+    if wrong:
+        raise ValueError(
+            "EnsembleLanguageModel needs a Trainer with " + ", ".join(wrong)
+            + ": every epoch's ticks are planned anew and every member validates every epoch"
+        )
+
+
+def check_ensembleable(model: Any) -> None:
+    """An ensemble trains ``LanguageModel`` s as ``LanguageModel.training_step`` does.
+
+    Any subclass qualifies (without a stacked network its members run their own forward one
+    after another), unless it overrides the training step, the optimizer or the clipping.
+
+    Raises:
+        NotEnsembleable: naming the model and why.
+    """
+    from cfl_lightning.models import LanguageModel
+
+    name = type(model).__name__
+    if not isinstance(model, LanguageModel):
+        raise NotEnsembleable(f"model {name} is not a LanguageModel")
+    for method in _REPRODUCED:
+        if getattr(type(model), method) is not getattr(LanguageModel, method):
+            raise NotEnsembleable(f"model {name} overrides LanguageModel.{method}")
 
 
 def ensemble_key(model: Any, settings: TrainSettings) -> tuple:
@@ -111,4 +146,3 @@ def ensemble_key(model: Any, settings: TrainSettings) -> tuple:
     )
     shapes = tuple((n, tuple(p.shape)) for n, p in model.named_parameters())
     return (type(model).__qualname__, hparams, shapes, settings)
-

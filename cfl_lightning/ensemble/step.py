@@ -34,7 +34,7 @@ from torch import Tensor
 from cfl_lightning.ensemble.optim import StackedAdam, clip_rows_
 from cfl_lightning.ensemble.packing import PackedBatch, PackedCorpora, bucket
 from cfl_lightning.ensemble.stacking import ParameterLayout
-from cfl_lightning.losses import cross_entropy_per_position, kl_per_position
+from cfl_lightning.losses import loss_per_position
 
 __all__ = ["MODES", "loss_sums", "TrainStep"]
 
@@ -44,11 +44,11 @@ MODES = ("gather", "static", "graph")
 def loss_sums(
     network: Any, layout: ParameterLayout, params: Tensor, batch: PackedBatch, loss: str,
     training: bool,
-) -> tuple[Tensor, Tensor]:
-    """Per-member ``(optimized loss sum, KL sum)`` ``[M]`` over a packed batch's real positions.
+) -> Tensor:
+    """Per-member ``[M]`` sums of the optimized loss over a packed batch's real positions.
 
     Args:
-        network: a stacked network (:class:`~cfl_lightning.ensemble.StackedLSTM`, ...).
+        network: a stacked network (``LanguageModel.stacked_network``).
         layout: the parameters' layout.
         params: ``[M, P]`` parameters of the batch's members.
         batch: the packed ``[M, R, L]`` batch.
@@ -58,14 +58,12 @@ def loss_sums(
     m, r, length = batch.input_ids.shape
     log_probs = network(layout.views(params), batch.input_ids, batch.position, batch.slot, training)
     classes = log_probs.shape[-1]
-    mask = batch.mask.view(m * r, length)
-    flat_lp = log_probs.view(m * r, length, classes)
-    kl = kl_per_position(batch.target_probs.view(m * r, length, classes), flat_lp, mask)
-    kl = kl.view(m, -1).sum(1)
-    if loss == "kl":
-        return kl, kl
-    ce = cross_entropy_per_position(flat_lp, batch.target_ids.view(m * r, length), mask)
-    return ce.view(m, -1).sum(1), kl
+    values = loss_per_position(
+        loss, log_probs.view(m * r, length, classes),
+        batch.target_probs.view(m * r, length, classes), batch.target_ids.view(m * r, length),
+        batch.mask.view(m * r, length),
+    )
+    return values.view(m, -1).sum(1)
 
 
 def _release_capture_rng(device: torch.device, state: Tensor) -> None:
@@ -183,7 +181,7 @@ class TrainStep:
             rows = torch.as_tensor(taking, device=self.device)
             leaf = self.param.detach()[rows].requires_grad_(True)
         batch = self.packed.step(ids[taking])
-        sums, _ = loss_sums(self.network, self.layout, leaf, batch, self.loss, True)
+        sums = loss_sums(self.network, self.layout, leaf, batch, self.loss, True)
         losses = sums / batch.strings.to(sums.dtype)
         (grad,) = torch.autograd.grad(losses.sum(), leaf)
         if self.clip is not None:
@@ -205,7 +203,7 @@ class TrainStep:
         """The fixed-shape step on ``static``'s buffers (what a CUDA graph captures)."""
         batch = self.packed.pack(static.ids, *shape)
         active = static.ids >= 0
-        sums, _ = loss_sums(self.network, self.layout, self.param, batch, self.loss, True)
+        sums = loss_sums(self.network, self.layout, self.param, batch, self.loss, True)
         losses = sums / batch.strings.clamp_min(1).to(sums.dtype)  # idle: 0 / 1
         (grad,) = torch.autograd.grad(losses.sum(), self.param)
         if self.clip is not None:

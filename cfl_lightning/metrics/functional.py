@@ -40,6 +40,30 @@ def _pfsa_tables(pfsa: PFSA) -> tuple[Tensor, Tensor]:
     return probs, torch.where(reach, visits, torch.zeros_like(visits))
 
 
+def _check_real_positions(log_probs: Tensor, states: Tensor, mask: Tensor, num_states: int) -> None:
+    """``validate_args`` of :func:`_decomposed_kl_update`: at the real positions (``mask``
+    ``[B, T]`` bool), states in ``[0, num_states)`` and normalized, NaN-free log-probabilities.
+
+    Raises:
+        ValueError: naming the first problem.
+    """
+    real = states[mask]
+    if real.numel() and (int(real.min()) < 0 or int(real.max()) >= num_states):
+        raise ValueError(f"states must lie in [0, {num_states}) at real positions")
+    if torch.isnan(log_probs[mask]).any():
+        raise ValueError("log_probs contains NaN at real positions")
+    rows = log_probs[mask]
+    if rows.numel():
+        norm = torch.logsumexp(rows.to(torch.float64), dim=-1).abs()
+        eps = torch.finfo(log_probs.dtype).eps if log_probs.is_floating_point() else 0.0
+        worst = float(norm.max())
+        if not worst <= max(1e-3, 8 * eps):  # also catches inf and all--inf rows
+            raise ValueError(
+                "log_probs must be log-probabilities, e.g. from log_softmax over the last "
+                f"dimension: a row at a real position has |logsumexp| = {worst:.4g}, not 0"
+            )
+
+
 def _decomposed_kl_update(
     log_probs: Tensor,
     states: Tensor,
@@ -89,21 +113,7 @@ def _decomposed_kl_update(
             f"weights must have shape [{log_probs.shape[0]}], got {list(weights.shape)}"
         )
     if validate_args:
-        real = states[mask]
-        if real.numel() and (int(real.min()) < 0 or int(real.max()) >= num_states):
-            raise ValueError(f"states must lie in [0, {num_states}) at real positions")
-        if torch.isnan(log_probs[mask]).any():
-            raise ValueError("log_probs contains NaN at real positions")
-        rows = log_probs[mask]
-        if rows.numel():
-            norm = torch.logsumexp(rows.to(torch.float64), dim=-1).abs()
-            eps = torch.finfo(log_probs.dtype).eps if log_probs.is_floating_point() else 0.0
-            worst = float(norm.max())
-            if not worst <= max(1e-3, 8 * eps):  # also catches inf and all--inf rows
-                raise ValueError(
-                    "log_probs must be log-probabilities, e.g. from log_softmax over the last "
-                    f"dimension: a row at a real position has |logsumexp| = {worst:.4g}, not 0"
-                )
+        _check_real_positions(log_probs, states, mask, num_states)
     target_probs = target_probs.to(device=log_probs.device, dtype=torch.float64)
     w = weights.to(device=log_probs.device, dtype=torch.float64)[:, None].expand(mask.shape)
     valid = mask & (w > 0)

@@ -7,9 +7,9 @@ training metrics, optimizer and scheduler live here. Evaluation (validation/test
 decomposed KL) is not the model's: it is :class:`~cfl_lightning.callbacks.DecomposedKLCallback`,
 the same callback any user model gets.
 
-Token ids follow ``docs/internal_contract.md``: symbols ``0..S-1``, EOS ``S``, BOS ``S+1``,
-PAD ``S+2``; embeddings cover ``S+3`` ids, outputs are log-probabilities over ``S+1`` classes
-(EOS last).
+Token ids follow ``docs/internal_contract.md`` (:class:`~cfl_lightning.data.tokens.TokenIds`):
+symbols ``0..S-1``, EOS ``S``, BOS ``S+1``, PAD ``S+2``; embeddings cover ``S+3`` ids, outputs
+are log-probabilities over ``S+1`` classes (EOS last).
 """
 
 from __future__ import annotations
@@ -17,23 +17,47 @@ from __future__ import annotations
 import copy
 import inspect
 import math
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import lightning.pytorch as pl
 import torch
 from torch import Tensor, nn
 
 from cfl_lightning.callbacks.decomposed_kl import MONITOR, DecomposedKLCallback
-from cfl_lightning.losses import kl_to_automaton_loss
+from cfl_lightning.data.tokens import TokenIds
+from cfl_lightning.losses import LOSSES, training_loss
 from cfl_lightning.metrics.epoch_loss import EPOCH_LOSS_NAMES, EpochLoss
 from cfl_lightning.models.sizing import count_parameters
 
-__all__ = ["LanguageModel", "MONITOR", "INIT_RANGE"]
+__all__ = ["LanguageModel", "StackedNetwork", "MONITOR", "INIT_RANGE"]
 
 #: Parameters are initialized uniformly in ``[-INIT_RANGE, INIT_RANGE]`` (layer norms: 1 and 0).
 INIT_RANGE = 0.1
 
 LossName = Literal["kl", "ce"]
+
+
+class StackedNetwork(Protocol):
+    """The forward of M models of one architecture at once, from stacked ``[M, ...]`` weights.
+
+    What :meth:`LanguageModel.stacked_network` returns, and what an ensemble's stacked engine
+    calls on packed rows: each row of ``input_ids`` holds several strings side by side, each
+    string's positions counting from 0 (``position``) in a slot of its own (``slot``).
+    """
+
+    def __call__(
+        self, w: dict[str, Tensor], input_ids: Tensor, position: Tensor, slot: Tensor,
+        training: bool,
+    ) -> Tensor:
+        """``[M, R, L]`` packed token ids -> ``[M, R, L, S+1]`` log-probabilities.
+
+        Args:
+            w: ``[M, ...]`` stacked parameters, named as in the model's ``named_parameters``.
+            input_ids: ``[M, R, L]`` int64 token ids.
+            position: ``[M, R, L]`` the position inside its string (0: a string starts).
+            slot: ``[M, R, L]`` the slot (string) id inside the row.
+            training: dropout on.
+        """
 
 
 class LanguageModel(pl.LightningModule):
@@ -120,12 +144,13 @@ class LanguageModel(pl.LightningModule):
             raise ValueError(f"lr_patience must be non-negative, got {lr_patience}")
         if param_budget < 1:
             raise ValueError(f"param_budget must be positive, got {param_budget}")
-        if loss not in ("kl", "ce"):
+        if loss not in LOSSES:
             raise ValueError(f"loss must be 'kl' or 'ce', got {loss!r}")
         self.num_symbols = int(num_symbols)
-        self.num_classes = self.num_symbols + 1  # symbols + EOS
-        self.vocab_size = self.num_symbols + 3  # symbols, EOS, BOS, PAD
-        self.eos_id, self.bos_id, self.pad_id = num_symbols, num_symbols + 1, num_symbols + 2
+        ids = TokenIds(self.num_symbols)
+        self.num_classes = ids.num_classes  # symbols + EOS
+        self.vocab_size = ids.vocab_size  # symbols, EOS, BOS, PAD
+        self.eos_id, self.bos_id, self.pad_id = ids.eos, ids.bos, ids.pad
         self.param_budget = int(param_budget)
         self.dropout_p = dropout  # as given: the subclass's network takes it
         self.loss_name = loss
@@ -205,15 +230,38 @@ class LanguageModel(pl.LightningModule):
         """``[B, T]`` token ids -> ``[B, T, S+1]`` next-symbol log-probabilities."""
         raise NotImplementedError
 
+    # ------------------------------------------------------------------ ensembles
+    #: the engine an ensemble of this architecture runs on a CPU unless told otherwise:
+    #: ``"stacked"`` (:meth:`stacked_network` on packed rows) or ``"loop"`` (each member's own
+    #: :meth:`forward` in turn); without a stacked network always ``"loop"``
+    ENSEMBLE_CPU_ENGINE = "stacked"
+
+    def stacked_network(self) -> StackedNetwork | None:
+        """The hook of ensembles: this architecture's forward over a member dimension.
+
+        :class:`~cfl_lightning.ensemble.EnsembleLanguageModel` trains M models of one class
+        from one stacked ``[M, P]`` parameter. A subclass that returns a
+        :class:`StackedNetwork` (the M members' :meth:`forward` from stacked weights, on packed
+        rows; the shipped LSTM's batched recurrence, the transformer's block-causal packing)
+        gets the stacked engine: one batched computation for all members (GPUs). The default,
+        None, gives the loop engine: each member's own :meth:`forward` in turn
+        (``torch.func.functional_call`` with its weights), so that any subclass can be
+        ensembled; at dropout 0 each member then trains exactly as its own run.
+
+        Returns:
+            the stacked forward (it must equal :meth:`forward` member by member, dropout
+            aside), or None.
+        """
+        return None
+
     # ------------------------------------------------------------------ training
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
-        """The loss of one batch: :func:`~cfl_lightning.kl_to_automaton_loss` (``loss="kl"``) or
-        the next-symbol cross-entropy per string (``loss="ce"``); epoch sums accumulate."""
+        """The loss of one batch (:func:`~cfl_lightning.losses.training_loss`:
+        :func:`~cfl_lightning.kl_to_automaton_loss` for ``loss="kl"``, the next-symbol
+        cross-entropy per string for ``loss="ce"``); epoch sums accumulate."""
         scores = self(batch["input_ids"])
-        _, ce = self.train_loss.update(torch.log_softmax(scores, dim=-1), batch)
-        if self.loss_name == "kl":
-            return kl_to_automaton_loss(scores, batch)
-        return ce.mean()
+        self.train_loss.update(torch.log_softmax(scores, dim=-1), batch)
+        return training_loss(self.loss_name, scores, batch)
 
     def on_train_epoch_start(self) -> None:
         self.train_loss.reset()

@@ -10,6 +10,7 @@ from torch import Tensor, nn
 
 from cfl_lightning.models.base import LanguageModel
 from cfl_lightning.models.sizing import count_parameters, largest_within_budget
+from cfl_lightning.models.stacked_lstm import StackedLSTM
 
 __all__ = ["LSTMLanguageModel"]
 
@@ -101,3 +102,11 @@ class LSTMLanguageModel(LanguageModel):
     def forward(self, input_ids: Tensor) -> Tensor:
         """``[B, T]`` token ids -> ``[B, T, S+1]`` next-symbol log-probabilities."""
         return torch.log_softmax(self.net(input_ids), dim=-1)
+
+    #: on a CPU oneDNN's fused LSTM kernel, one member at a time, beats the batched recurrence
+    #: per token (``benchmarks/bench_ensemble.py``)
+    ENSEMBLE_CPU_ENGINE = "loop"
+
+    def stacked_network(self) -> StackedLSTM:
+        """M of these LSTMs at once: :class:`~cfl_lightning.models.stacked_lstm.StackedLSTM`."""
+        return StackedLSTM(self.net.lstm.num_layers, self.net.dropout.p)

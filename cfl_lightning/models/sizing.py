@@ -4,21 +4,17 @@ A model's parameter count grows monotonically with its width (LSTM hidden size, 
 ``d_model`` or feed-forward size). :func:`largest_within_budget` finds, by bisection, the largest
 width whose count does not exceed the budget, which is also the count closest to the budget from
 below. Counting is done by the caller (the model classes build their layers on the ``meta`` device,
-so a count costs no memory and is always exact).
+so a count costs no memory and is always exact; :func:`~cfl_lightning.results.count_parameters`,
+the count ``results.json`` reports, re-exported here).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from torch import nn
+from cfl_lightning.results import count_parameters
 
 __all__ = ["count_parameters", "largest_within_budget"]
-
-
-def count_parameters(module: nn.Module) -> int:
-    """Number of trainable parameters (works on ``meta``-device modules too)."""
-    return sum(p.numel() for p in module.parameters() if p.requires_grad)
 
 
 def largest_within_budget(

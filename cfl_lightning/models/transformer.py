@@ -11,6 +11,7 @@ from torch import Tensor, nn
 
 from cfl_lightning.models.base import LanguageModel, sinusoidal_positions
 from cfl_lightning.models.sizing import count_parameters, largest_within_budget
+from cfl_lightning.models.stacked_transformer import StackedTransformer
 
 __all__ = ["TransformerLanguageModel"]
 
@@ -155,3 +156,11 @@ class TransformerLanguageModel(LanguageModel):
     def forward(self, input_ids: Tensor) -> Tensor:
         """``[B, T]`` token ids -> ``[B, T, S+1]`` next-symbol log-probabilities."""
         return torch.log_softmax(self.net(input_ids), dim=-1)
+
+    def stacked_network(self) -> StackedTransformer:
+        """M of these transformers at once on packed rows (block-causal attention):
+        :class:`~cfl_lightning.models.stacked_transformer.StackedTransformer`."""
+        return StackedTransformer(
+            len(self.net.layers.layers), self.num_heads, self.net.dropout.p,
+            self.net.layers.layers[0].norm1.eps,
+        )

@@ -1,7 +1,14 @@
-"""Whether a point's ``results.json`` counts, and clearing an unfinished point for a new attempt.
+"""The results-file rules: when a ``results.json`` counts, where a run's goes, clearing a point.
 
-A point is done only when a ``results.json`` below its directory parses and holds a finite
-``kl_total`` (:func:`results_problem`): an empty, ``{}``, truncated or NaN one does not count.
+The one place of these rules, read by the sweep runner, the ensemble job and its writer:
+
+* a ``results.json`` counts only when it parses and holds a finite ``kl_total``
+  (:func:`results_problem`, :func:`has_results`): an empty, ``{}``, truncated or NaN one does
+  not; a point is done when one below its directory counts (:func:`find_results`);
+* a run's versioned logger folders (``version_N``): :func:`version_dir` picks the folder a run
+  writes into so that a run keeps one ``results.json``, and :func:`done_in_any_version` says
+  whether any of them holds a valid one.
+
 Before an unfinished point runs again, everything in its directory but ``params.json`` moves to
 ``POINT/.attempts/N/`` (:func:`set_aside`), where any ``results.json`` is renamed
 ``results.json.invalid``: the logs of the earlier attempt are kept, ``analyze`` (which reads every
@@ -24,6 +31,9 @@ __all__ = [
     "ATTEMPTS",
     "INVALID_SUFFIX",
     "results_problem",
+    "has_results",
+    "version_dir",
+    "done_in_any_version",
     "results_files",
     "find_results",
     "set_aside",
@@ -67,6 +77,48 @@ def results_problem(path: str | os.PathLike) -> str | None:
     if not math.isfinite(value):
         return f"kl_total is {value}"
     return None
+
+
+def has_results(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a valid ``results.json`` (:func:`results_problem` finds nothing)."""
+    return results_problem(path) is None
+
+
+def _version(path: Path) -> int | None:
+    """``N`` of a ``version_N`` folder, else None."""
+    name = path.name
+    if name.startswith("version_") and name[len("version_"):].isdigit():
+        return int(name[len("version_"):])
+    return None
+
+
+def version_dir(log_dir: str | os.PathLike) -> Path:
+    """The folder a run whose logger chose ``log_dir`` writes its ``results.json`` into.
+
+    A versioned logger (CSV, TensorBoard) picks a new ``version_N`` when older ones exist; when
+    they hold no valid ``results.json`` (a run that did not finish, or a corrupt file), the
+    lowest of them is reused instead, so that a run keeps one ``results.json``.
+    """
+    log_dir = Path(log_dir)
+    version = _version(log_dir)
+    if version is not None and not log_dir.exists() and log_dir.parent.is_dir():
+        older = sorted(
+            (v, d) for d in log_dir.parent.iterdir()
+            if d.is_dir() and (v := _version(d)) is not None and v < version
+        )
+        if older and not done_in_any_version(older[0][1] / RESULTS):
+            log_dir = older[0][1]
+    return log_dir
+
+
+def done_in_any_version(path: str | os.PathLike) -> bool:
+    """A valid ``results.json`` at ``path``, or in another version folder of its logger."""
+    path = Path(path)
+    if has_results(path):
+        return True
+    if path.parent.name.startswith("version_"):
+        return any(has_results(p) for p in path.parent.parent.glob(f"version_*/{RESULTS}"))
+    return False
 
 
 def results_files(directory: str | os.PathLike) -> list[Path]:

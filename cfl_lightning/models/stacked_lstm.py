@@ -7,7 +7,10 @@ each time step one ``baddbmm`` plus element-wise gates (PyTorch's gate order ``i
 cuDNN's fused LSTM cannot be batched over weights (``vmap`` has no rule for it), hence the
 explicit recurrence; ``benchmarks/bench_ensemble.py`` compares it with ``vmap``.
 
-Inputs are packed rows (:class:`~cfl_lightning.ensemble.packing.PackedBatch`): the hidden and
+It is :meth:`LSTMLanguageModel.stacked_network
+<cfl_lightning.models.LSTMLanguageModel.stacked_network>`. Inputs are packed rows
+(:class:`~cfl_lightning.models.base.StackedNetwork`; built by
+:class:`~cfl_lightning.ensemble.packing.PackedBatch`): the hidden and
 cell states are reset to zero wherever ``position == 0`` (a string starts), which is the state
 ``nn.LSTM`` starts every string from.
 """
@@ -18,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from cfl_lightning.ensemble.recurrence import lstm_recurrence
+from cfl_lightning.models.lstm_recurrence import lstm_recurrence
 
 __all__ = ["StackedLSTM", "lstm_cell"]
 
@@ -52,7 +55,7 @@ class StackedLSTM:
     Args:
         num_layers: LSTM layers.
         dropout: dropout probability (embeddings, between layers, before the output layer).
-        recurrence: ``"function"`` (default: :func:`~cfl_lightning.ensemble.recurrence.
+        recurrence: ``"function"`` (default: :func:`~cfl_lightning.models.lstm_recurrence.
             lstm_recurrence`, a hand-written backward through time) or ``"autograd"`` (the loop
             of :func:`lstm_cell` under autograd; the reference of the tests).
     """
@@ -65,18 +68,13 @@ class StackedLSTM:
             raise ValueError(f"recurrence must be one of {self.RECURRENCES}, got {recurrence!r}")
         self.recurrence = recurrence
 
-    @classmethod
-    def from_model(cls, model: torch.nn.Module) -> StackedLSTM:
-        """The stacked twin of an ``LSTMLanguageModel`` (its layer count and dropout)."""
-        return cls(model.net.lstm.num_layers, model.net.dropout.p)
-
     def __call__(
         self, w: dict[str, Tensor], input_ids: Tensor, position: Tensor, slot: Tensor, training: bool
     ) -> Tensor:
         """``[M, R, L]`` packed token ids -> ``[M, R, L, S+1]`` log-probabilities.
 
         Args:
-            w: ``[M, ...]`` stacked parameters named as in the model's state dict.
+            w: ``[M, ...]`` stacked parameters named as in the model's ``named_parameters``.
             input_ids: ``[M, R, L]`` int64.
             position: ``[M, R, L]`` position inside the string (0 resets the state).
             slot: unused (the recurrence needs only the resets); for a common signature.

@@ -6,7 +6,9 @@ sinusoidal positions, dropout, pre-LN encoder layers (``x + Dropout(SelfAttn(LN(
 linear, log-softmax. Linear layers are ``baddbmm`` over the member axis; attention is one
 ``scaled_dot_product_attention`` over ``[M * R]`` packed rows with a block-causal mask: a cell
 attends to the cells of its own slot (its own string) at or before it, which is exactly what the
-causal mask of a string's own run lets it see. Positions restart at every slot.
+causal mask of a string's own run lets it see. Positions restart at every slot. It is
+:meth:`TransformerLanguageModel.stacked_network
+<cfl_lightning.models.TransformerLanguageModel.stacked_network>`.
 """
 
 from __future__ import annotations
@@ -36,14 +38,6 @@ class StackedTransformer:
         self.num_layers, self.num_heads = int(num_layers), int(num_heads)
         self.dropout, self.eps = float(dropout), float(eps)
 
-    @classmethod
-    def from_model(cls, model: torch.nn.Module) -> StackedTransformer:
-        """The stacked twin of a ``TransformerLanguageModel``."""
-        layer = model.net.layers.layers[0]
-        if layer.activation_relu_or_gelu != 1 or not layer.norm_first:
-            raise ValueError("only pre-LN ReLU encoder layers are supported")
-        return cls(len(model.net.layers.layers), model.num_heads, model.net.dropout.p, layer.norm1.eps)
-
     def _norm(self, x: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
         shape = (x.shape[0],) + (1,) * (x.dim() - 2) + (x.shape[-1],)
         y = F.layer_norm(x, x.shape[-1:], eps=self.eps)
@@ -60,7 +54,7 @@ class StackedTransformer:
         """``[M, R, L]`` packed token ids -> ``[M, R, L, S+1]`` log-probabilities.
 
         The arguments are :meth:`StackedLSTM.__call__
-        <cfl_lightning.ensemble.lstm.StackedLSTM.__call__>`'s (``w``, ``input_ids``,
+        <cfl_lightning.models.stacked_lstm.StackedLSTM.__call__>`'s (``w``, ``input_ids``,
         ``training`` alike), except: ``position`` feeds the sinusoidal encodings, and ``slot``
         (``[M, R, L]``, the slot id inside the row) keeps attention inside a slot.
         """
