@@ -18,7 +18,7 @@ from cfl_lightning.errors import EventError, PFSAError
 from tests import helpers
 from tests.helpers import short_pfsa
 
-PARITY_JSON = helpers.PARITY_JSON  # (tests/test_one_path.py still imports it from here)
+PARITY_JSON = helpers.PARITY_JSON
 
 
 def test_issue_schema_roundtrip(tmp_path):

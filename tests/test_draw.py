@@ -120,7 +120,7 @@ def test_draw_bad_input(parity_file, tmp_path, capsys):
     out = str(tmp_path / "x.png")
     cases = [
         (["draw", str(tmp_path / "missing.json"), "--output", out], "no such file"),
-        (["draw", str(bad), "--output", out], "invalid JSON"),
+        (["draw", str(bad), "--output", out], "not valid JSON"),
         (["draw", str(invalid), "--output", out], "zz"),
         (["draw", str(parity_file), "--output", str(tmp_path / "x.gif")], "cannot tell the format"),
         (["draw", str(parity_file), "--output", out, "--format", "pdf"], "does not match"),

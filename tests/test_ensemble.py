@@ -134,11 +134,14 @@ def test_every_architecture_evaluates_each_member_as_its_own_forward(arch, engin
     module = EnsembleLanguageModel(models, list(dms), engine=engine)
     for dm in dms:
         dm.setup("fit")
-    ids = np.array(module.data.first_batch("val")) + np.array([0, 1, 0])
+    # evaluation batches are the data module's merged (EnsembleData.batches): member 1 takes
+    # its last one
+    last = [len(module.data.batches("val", m)) - 1 for m in range(len(dms))]
+    ids = np.array(module.data.first_batch("val")) + np.array([0, last[1], 0])
     seen = []
     for out in module.engine().evaluate("val", module.flat.detach(), ids):
         for k, m in enumerate(out.members.tolist()):
-            index = dms[m].batches("val")[int(ids[m]) - module.data.first_batch("val")[m]]
+            index = module.data.batches("val", m)[int(ids[m]) - module.data.first_batch("val")[m]]
             ref = collate(dms[m].tokenized("val"), index,
                           dms[m].pfsa.next_symbol_probs().float(), dms[m].pad_id)
             want = torch.log_softmax(models[m](ref["input_ids"]), -1)[ref["mask"]]
@@ -266,9 +269,9 @@ def test_members_of_one_architecture_are_sized_once():
 
 def test_the_ensemble_layer_imports_no_cli():
     """Building members from ``fit`` command lines is the CLI layer's (cli/ensemble_job.py)."""
-    from tests.test_layering import _offenders
+    from tests.helpers import offenders
 
-    assert _offenders("ensemble", "cfl_lightning.cli") == []
+    assert offenders("ensemble", "cfl_lightning.cli") == []
 
 
 def test_clip_rows_matches_clip_grad_norm():

@@ -18,9 +18,6 @@ import pytest
 
 from tests.helpers import PACKAGE, REPO, on_path, offenders, package_graph
 
-#: what tests/test_ensemble.py imports from here (it should import ``offenders`` from tests.helpers)
-_offenders = offenders
-
 #: issue 29: at most 11 floors (the longest import chain between units, the package root counted)
 MAX_FLOORS = 11
 

@@ -34,7 +34,7 @@ from cfl_lightning.sampling import (
     sample_corpus,
 )
 from cfl_lightning.sampling import intervention as intervention_module
-from tests.test_automata import PARITY_JSON
+from tests.helpers import PARITY_JSON
 
 
 @pytest.fixture

@@ -16,7 +16,6 @@ about 1,536 x 1,152 pixels). Small automata are drawn as before.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from collections import defaultdict
@@ -25,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from cfl_lightning.errors import CflError
-from cfl_lightning.io import atomic_open, atomic_write_text, check_output, read_text
+from cfl_lightning.io import atomic_open, atomic_write_text, check_output, read_json
 
 __all__ = [
     "DotNotFoundError", "format_weight", "automaton_graph", "render_automaton", "FORMATS",
@@ -79,20 +78,7 @@ def _load(source: str | os.PathLike | Mapping[str, Any]) -> dict[str, Any]:
         data, where = dict(source), "automaton"
     else:
         where = os.fspath(source)
-        try:
-            data = json.loads(read_text(source, error=CflError))
-        except FileNotFoundError:
-            raise CflError(f"no such file: {where}") from None
-        except IsADirectoryError:
-            raise CflError(f"{where}: is a directory, not an automaton file") from None
-        except UnicodeDecodeError:
-            raise CflError(
-                f"{where}: not a text file (not UTF-8); expected automaton JSON"
-            ) from None
-        except json.JSONDecodeError as err:
-            raise CflError(f"{where}: invalid JSON (line {err.lineno}): {err.msg}") from None
-        except OSError as err:
-            raise CflError(f"{where}: cannot read ({err.strerror or err})") from None
+        data = read_json(where, error=CflError)  # one line naming the file, as PFSA.from_json
     if isinstance(data, Mapping) and isinstance(data.get("automaton"), Mapping):
         data = dict(data["automaton"])  # a results.json
     return PFSA.from_dict(data, source=where).to_dict()  # validated and canonical

@@ -29,6 +29,7 @@ from torch.utils.data import Dataset, DistributedSampler
 
 from cfl_lightning.automata import PFSA
 from cfl_lightning.errors import CflError
+from cfl_lightning.data.tokens import TokenIds
 from cfl_lightning.sampling import Corpus
 
 __all__ = [
@@ -163,9 +164,10 @@ def tensorize(
     lengths = offsets[1:] - offsets[:-1]
     owner = torch.repeat_interleave(torch.arange(num, device=device), lengths, output_size=total)
     at = torch.arange(total, device=device) + owner  # framed position of each token's input slot
-    inputs = torch.full((total + num,), pfsa.num_symbols + 1, dtype=torch.long, device=device)
+    ids = TokenIds(pfsa.num_symbols)
+    inputs = torch.full((total + num,), ids.bos, dtype=torch.long, device=device)
     inputs[at + 1] = tokens  # BOS stays at each string's first position
-    targets = torch.full((total + num,), pfsa.num_symbols, dtype=torch.long, device=device)
+    targets = torch.full((total + num,), ids.eos, dtype=torch.long, device=device)
     targets[at] = tokens  # EOS stays at each string's last position
     states = state_walk(pfsa, tokens, offsets, device)
     counts = None
