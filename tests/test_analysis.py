@@ -237,10 +237,11 @@ def test_write_table_handles_nan(tmp_path):
 # --------------------------------------------------------------------------- the command
 
 
-@pytest.fixture
-def synthetic(tmp_path):
-    """Two architectures, two targets, causal + correlational, with repeats (221 results)."""
-    return synthetic_runs(tmp_path / "runs")
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory):
+    """Two architectures, two targets, causal + correlational, with repeats (221 results; the
+    module's tests only read them)."""
+    return synthetic_runs(tmp_path_factory.mktemp("synthetic") / "runs")
 
 
 def read_csv(path):
@@ -274,36 +275,47 @@ def test_analyze_figure_and_table(synthetic, tmp_path, capsys):
     for target in ("state:odd", "state:rep"):  # every correlational run serves both targets
         per = [r for r in corr if r["target"] == target and r["model"] == "LSTMLanguageModel"]
         assert len(per) == 5 and sum(int(r["n"]) for r in per) == 30
-    # one target, another metric, pdf + svg
-    code = exit_status(
-        [
-            "analyze",
-            str(synthetic),
-            "--output",
-            str(tmp_path / "f.pdf"),
-            "--target",
-            "state:rep",
-            "--metric",
-            "kl_total",
-        ],
-    )
+
+
+#: two more runs of the command: one target and another metric as a PDF, log bins and a log x
+#: axis as an SVG (the output relative to the test's tmp_path)
+OTHER_FORMATS = [
+    ["--output", "f.pdf", "--target", "state:rep", "--metric", "kl_total"],
+    ["--output", "f.svg", "--binning", "log", "--logx"],
+]
+
+
+def _other_format(synthetic, tmp_path, capsys, flags):
+    """``analyze`` on the synthetic runs with ``flags``; succeeds; the figure's path."""
+    out = tmp_path / flags[1]
+    code = exit_status(["analyze", str(synthetic), "--output", str(out), *flags[2:]])
     err = capsys.readouterr().err
     assert code == 0, err
-    assert (tmp_path / "f.pdf").read_bytes()[:4] == b"%PDF"
-    assert {r["target"] for r in read_csv(tmp_path / "f.csv")} == {"state:rep"}
-    code = exit_status(
-        [
-            "analyze",
-            str(synthetic),
-            "--output",
-            str(tmp_path / "f.svg"),
-            "--binning",
-            "log",
-            "--logx",
-        ],
-    )
-    err = capsys.readouterr().err
-    assert code == 0 and "<svg" in (tmp_path / "f.svg").read_text()[:500]
+    if "--target" in flags:
+        assert {r["target"] for r in read_csv(out.with_suffix(".csv"))} == {"state:rep"}
+    return out
+
+
+@pytest.mark.parametrize("flags", OTHER_FORMATS)
+def test_analyze_other_formats_and_options(synthetic, tmp_path, capsys, monkeypatch, flags):
+    """The quick counterpart of :func:`test_analyze_writes_pdf_and_svg`: the same runs, the
+    figure built and handed to the writer in the format its suffix names (not rendered)."""
+    from cfl_lightning.analysis import plot
+
+    saved = []
+    monkeypatch.setattr(plot, "_save", lambda fig, path, fmt, dpi: saved.append((path, fmt)))
+    out = _other_format(synthetic, tmp_path, capsys, flags)
+    assert saved == [(out, out.suffix[1:])]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("flags", OTHER_FORMATS)
+def test_analyze_writes_pdf_and_svg(synthetic, tmp_path, capsys, flags):
+    out = _other_format(synthetic, tmp_path, capsys, flags)
+    if out.suffix == ".pdf":
+        assert out.read_bytes()[:4] == b"%PDF"
+    else:
+        assert "<svg" in out.read_text()[:500]
 
 
 def test_analyze_bad_input(synthetic, tmp_path, capsys, monkeypatch):

@@ -17,10 +17,11 @@ from cfl_lightning.analysis import records as rec
 from tests.helpers import exit_status, result, synthetic_runs, write_results
 
 
-@pytest.fixture
-def synthetic(tmp_path):
-    """221 results (two architectures, two targets, causal and correlational, one broken)."""
-    return synthetic_runs(tmp_path / "runs")
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory):
+    """221 results (two architectures, two targets, causal and correlational, one broken; the
+    module's tests only read them)."""
+    return synthetic_runs(tmp_path_factory.mktemp("synthetic") / "runs")
 
 
 def run_both(argv, capsys):
