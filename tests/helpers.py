@@ -1,6 +1,7 @@
-"""What several test files share: small automata, the CLI run in process, processes, timeouts, and
-the import graph. Test files import helpers from here (or from tests/reference.py, the brute-force
-references, and tests/cli_models.py, the small user models), never from one another.
+"""What several test files share: small automata, the CLI run in process, processes, timeouts,
+the import graph, and results for ``analyze``. Test files import helpers from here (or from
+tests/reference.py, the brute-force references, and tests/cli_models.py, the small user models),
+never from one another.
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import io
+import json
 import os
 import sys
 import time
@@ -18,6 +20,8 @@ __all__ = [
     "REPO", "PACKAGE", "CONFIG", "SMALL", "CI_LIMIT_S", "PARITY_JSON",
     "short_pfsa", "check_split_law_by_position", "CliResult", "exit_status", "run_cli", "cli_env",
     "alive", "survivors", "wait_for", "on_path", "package_graph", "offenders",
+    "SYMBOLS", "STATES", "result", "write_results", "records", "synthetic_runs",
+    "correlational_run",
 ]
 
 REPO = Path(__file__).resolve().parents[1]
@@ -236,3 +240,115 @@ def offenders(folder: str, forbidden: str, package: Path = PACKAGE) -> list[str]
             if name == forbidden or name.startswith(forbidden + "."):
                 found.append(f"{path.relative_to(package.parent)} imports {name}")
     return found
+
+
+# --------------------------------------------------------------------------- results for `analyze`
+
+#: the symbols and states of :func:`correlational_run`'s automaton
+SYMBOLS = list("abcdefghij")
+STATES = ["q0", "q1", "q2"]
+
+
+def result(
+    automaton="A0",
+    model="LSTMLanguageModel",
+    intervention="exact",
+    event="state:odd",
+    count=100,
+    realized=None,
+    kl_total=1.0,
+    kl_target=0.1,
+    seed=0,
+    num_strings=500,
+    strings=None,
+    occurrences=None,
+    kl=None,
+):
+    """A results.json dict with the keys the analysis reads (unweighted values: twice the
+    weighted ones)."""
+    return {
+        "model": model,
+        "intervention": intervention,
+        "event": event,
+        "count": count if intervention != "none" else None,
+        "realized_count": realized if realized is not None else count,
+        "realized_strings": strings,
+        "num_strings": num_strings,
+        "seed": seed,
+        "automaton_id": automaton,
+        "kl_total": kl_total,
+        "kl_target": kl_target,
+        "kl_target_unweighted": None if kl_target is None else kl_target * 2,
+        "occurrences": occurrences,
+        "kl": kl,
+        "kl_unweighted": None if kl is None else _scaled(kl, 2.0),
+    }
+
+
+def _scaled(nested, factor):
+    return {kind: {k: v * factor for k, v in values.items()} for kind, values in nested.items()}
+
+
+def write_results(root: Path, items) -> None:
+    """Each of ``items`` as ``root/runNNN/csv/version_0/results.json``."""
+    for i, item in enumerate(items):
+        path = root / f"run{i:03d}" / "csv" / "version_0" / "results.json"
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps(item))
+
+
+def records(items):
+    """:func:`result` dicts as the analysis's records (sources ``r0``, ``r1``, ...)."""
+    from cfl_lightning.analysis import aggregate
+
+    return [aggregate.record_from_results(item, f"r{i}") for i, item in enumerate(items)]
+
+
+def synthetic_runs(root: Path) -> Path:
+    """221 results under ``root``: two architectures, two targets (state:odd, state:rep), causal
+    (5 automata x 4 counts x 2 repeats) and correlational (30 automata) runs, and one broken
+    ``results.json`` (not JSON). Returns ``root``."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    items = []
+    for model in ("LSTMLanguageModel", "TransformerLanguageModel"):
+        for event in ("state:odd", "state:rep"):
+            for a in range(5):
+                for count in (100, 200, 400, 800):
+                    for seed in range(2):
+                        kl = float(np.exp(-count / 300) * rng.uniform(0.5, 1.5))
+                        items.append(result(automaton=f"A{a}", model=model, event=event,
+                                            count=count, kl_target=kl, seed=seed,
+                                            kl_total=kl + rng.uniform()))
+        for a in range(30):
+            realized = {
+                "state:odd": int(rng.integers(50, 900)),
+                "state:rep": int(rng.integers(0, 900)),
+            }
+            kl = {"state": {e.split(":")[1]: float(np.exp(-v / 500)) for e, v in realized.items()}}
+            items.append(result(automaton=f"C{a}", model=model, intervention="none",
+                                event="state:odd", realized=realized["state:odd"],
+                                kl_target=kl["state"]["odd"], kl=kl,
+                                occurrences={"count": realized, "strings": realized}))
+    write_results(root, items)
+    (root / "broken" / "results.json").parent.mkdir(parents=True)
+    (root / "broken" / "results.json").write_text("{not json")
+    return root
+
+
+def correlational_run(automaton, value, counts, model="LSTMLanguageModel", weight=0.25):
+    """A correlational run whose 10 symbols all have the unweighted value ``value`` (weighted:
+    ``value * weight``) at the realized counts ``counts`` (one per symbol)."""
+    specs = [f"symbol:{s}" for s in SYMBOLS] + [f"state:{q}" for q in STATES]
+    occurrences = dict(zip(specs, [int(c) for c in counts] + [500, 400, 300]))
+    item = result(automaton=automaton, model=model, intervention="none", event=None,
+                  realized=None, kl_target=None)
+    item["occurrences"] = {"count": occurrences, "strings": {k: v // 3 for k, v in
+                                                             occurrences.items()}}
+    item["kl"] = {"symbol": dict.fromkeys(SYMBOLS, value * weight),
+                  "state": dict.fromkeys(STATES, 0.01)}
+    item["kl_unweighted"] = {"symbol": dict.fromkeys(SYMBOLS, value),
+                             "state": dict.fromkeys(STATES, 0.02)}
+    item["test_visits"] = {"symbol": dict.fromkeys(SYMBOLS, 50), "state": dict.fromkeys(STATES, 9)}
+    return item

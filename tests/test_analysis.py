@@ -8,79 +8,19 @@ import os
 os.environ.setdefault("WANDB_MODE", "disabled")  # before anything imports wandb
 
 import csv
-import json
 import math
 import subprocess
 import sys
 import time
 import types
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from cfl_lightning.__main__ import main
 from cfl_lightning.analysis import aggregate as ag
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-def run_main(argv, capsys):
-    try:
-        code = main(argv)
-    except SystemExit as exc:
-        code = exc.code
-    return code, capsys.readouterr().err
-
-
-def result(
-    automaton="A0",
-    model="LSTMLanguageModel",
-    intervention="exact",
-    event="state:odd",
-    count=100,
-    realized=None,
-    kl_total=1.0,
-    kl_target=0.1,
-    seed=0,
-    num_strings=500,
-    strings=None,
-    occurrences=None,
-    kl=None,
-):
-    """A results.json dict with the keys the analysis reads."""
-    return {
-        "model": model,
-        "intervention": intervention,
-        "event": event,
-        "count": count if intervention != "none" else None,
-        "realized_count": realized if realized is not None else count,
-        "realized_strings": strings,
-        "num_strings": num_strings,
-        "seed": seed,
-        "automaton_id": automaton,
-        "kl_total": kl_total,
-        "kl_target": kl_target,
-        "kl_target_unweighted": None if kl_target is None else kl_target * 2,
-        "occurrences": occurrences,
-        "kl": kl,
-        "kl_unweighted": None if kl is None else _scaled(kl, 2.0),
-    }
-
-
-def _scaled(nested, factor):
-    return {kind: {k: v * factor for k, v in values.items()} for kind, values in nested.items()}
-
-
-def write_results(root: Path, items):
-    for i, item in enumerate(items):
-        path = root / f"run{i:03d}" / "csv" / "version_0" / "results.json"
-        path.parent.mkdir(parents=True)
-        path.write_text(json.dumps(item))
-
-
-def records(items):
-    return [ag.record_from_results(item, f"r{i}") for i, item in enumerate(items)]
+from tests.helpers import (
+    CI_LIMIT_S, REPO, exit_status, records, result, synthetic_runs, write_results,
+)
 
 
 # --------------------------------------------------------------------------- statistics
@@ -297,51 +237,11 @@ def test_write_table_handles_nan(tmp_path):
 # --------------------------------------------------------------------------- the command
 
 
-@pytest.fixture
-def synthetic(tmp_path):
-    """Two architectures, two targets, causal + correlational, with repeats."""
-    rng = np.random.default_rng(0)
-    items = []
-    for model in ("LSTMLanguageModel", "TransformerLanguageModel"):
-        for event in ("state:odd", "state:rep"):
-            for a in range(5):
-                for count in (100, 200, 400, 800):
-                    for seed in range(2):
-                        kl = float(np.exp(-count / 300) * rng.uniform(0.5, 1.5))
-                        items.append(
-                            result(
-                                automaton=f"A{a}",
-                                model=model,
-                                event=event,
-                                count=count,
-                                kl_target=kl,
-                                seed=seed,
-                                kl_total=kl + rng.uniform(),
-                            )
-                        )
-        for a in range(30):
-            realized = {
-                "state:odd": int(rng.integers(50, 900)),
-                "state:rep": int(rng.integers(0, 900)),
-            }
-            kl = {"state": {e.split(":")[1]: float(np.exp(-v / 500)) for e, v in realized.items()}}
-            items.append(
-                result(
-                    automaton=f"C{a}",
-                    model=model,
-                    intervention="none",
-                    event="state:odd",
-                    realized=realized["state:odd"],
-                    kl_target=kl["state"]["odd"],
-                    kl=kl,
-                    occurrences={"count": realized, "strings": realized},
-                )
-            )
-    root = tmp_path / "runs"
-    write_results(root, items)
-    (root / "broken" / "results.json").parent.mkdir(parents=True)
-    (root / "broken" / "results.json").write_text("{not json")
-    return root
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory):
+    """Two architectures, two targets, causal + correlational, with repeats (221 results; the
+    module's tests only read them)."""
+    return synthetic_runs(tmp_path_factory.mktemp("synthetic") / "runs")
 
 
 def read_csv(path):
@@ -360,7 +260,8 @@ def check_png(path, min_bytes=10_000):
 
 def test_analyze_figure_and_table(synthetic, tmp_path, capsys):
     out = tmp_path / "fig" / "fig.png"
-    code, err = run_main(["analyze", str(synthetic), "--output", str(out), "--bins", "5"], capsys)
+    code = exit_status(["analyze", str(synthetic), "--output", str(out), "--bins", "5"])
+    err = capsys.readouterr().err
     assert code == 0, err
     assert "skipped 1 of 221 run(s):" in err and "broken/results.json: not JSON" in err
     check_png(out)
@@ -374,36 +275,47 @@ def test_analyze_figure_and_table(synthetic, tmp_path, capsys):
     for target in ("state:odd", "state:rep"):  # every correlational run serves both targets
         per = [r for r in corr if r["target"] == target and r["model"] == "LSTMLanguageModel"]
         assert len(per) == 5 and sum(int(r["n"]) for r in per) == 30
-    # one target, another metric, pdf + svg
-    code, err = run_main(
-        [
-            "analyze",
-            str(synthetic),
-            "--output",
-            str(tmp_path / "f.pdf"),
-            "--target",
-            "state:rep",
-            "--metric",
-            "kl_total",
-        ],
-        capsys,
-    )
+
+
+#: two more runs of the command: one target and another metric as a PDF, log bins and a log x
+#: axis as an SVG (the output relative to the test's tmp_path)
+OTHER_FORMATS = [
+    ["--output", "f.pdf", "--target", "state:rep", "--metric", "kl_total"],
+    ["--output", "f.svg", "--binning", "log", "--logx"],
+]
+
+
+def _other_format(synthetic, tmp_path, capsys, flags):
+    """``analyze`` on the synthetic runs with ``flags``; succeeds; the figure's path."""
+    out = tmp_path / flags[1]
+    code = exit_status(["analyze", str(synthetic), "--output", str(out), *flags[2:]])
+    err = capsys.readouterr().err
     assert code == 0, err
-    assert (tmp_path / "f.pdf").read_bytes()[:4] == b"%PDF"
-    assert {r["target"] for r in read_csv(tmp_path / "f.csv")} == {"state:rep"}
-    code, err = run_main(
-        [
-            "analyze",
-            str(synthetic),
-            "--output",
-            str(tmp_path / "f.svg"),
-            "--binning",
-            "log",
-            "--logx",
-        ],
-        capsys,
-    )
-    assert code == 0 and "<svg" in (tmp_path / "f.svg").read_text()[:500]
+    if "--target" in flags:
+        assert {r["target"] for r in read_csv(out.with_suffix(".csv"))} == {"state:rep"}
+    return out
+
+
+@pytest.mark.parametrize("flags", OTHER_FORMATS)
+def test_analyze_other_formats_and_options(synthetic, tmp_path, capsys, monkeypatch, flags):
+    """The quick counterpart of :func:`test_analyze_writes_pdf_and_svg`: the same runs, the
+    figure built and handed to the writer in the format its suffix names (not rendered)."""
+    from cfl_lightning.analysis import plot
+
+    saved = []
+    monkeypatch.setattr(plot, "_save", lambda fig, path, fmt, dpi: saved.append((path, fmt)))
+    out = _other_format(synthetic, tmp_path, capsys, flags)
+    assert saved == [(out, out.suffix[1:])]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("flags", OTHER_FORMATS)
+def test_analyze_writes_pdf_and_svg(synthetic, tmp_path, capsys, flags):
+    out = _other_format(synthetic, tmp_path, capsys, flags)
+    if out.suffix == ".pdf":
+        assert out.read_bytes()[:4] == b"%PDF"
+    else:
+        assert "<svg" in out.read_text()[:500]
 
 
 def test_analyze_bad_input(synthetic, tmp_path, capsys, monkeypatch):
@@ -419,7 +331,8 @@ def test_analyze_bad_input(synthetic, tmp_path, capsys, monkeypatch):
         (["analyze", str(synthetic), "--output", out, "--metric", "acc"], "invalid choice"),
     ]
     for argv, message in cases:
-        code, err = run_main(argv, capsys)
+        code = exit_status(argv)
+        err = capsys.readouterr().err
         last = err.strip().splitlines()[-1]  # after a warning about the broken results.json
         assert code == 2 and message in last and "error:" in last, (argv, err)
         assert not any(line.startswith("Traceback") for line in err.splitlines())
@@ -429,11 +342,13 @@ def test_analyze_bad_input(synthetic, tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("WANDB_MODE", raising=False)
     monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
     started = time.monotonic()
-    code, err = run_main(["analyze", "ent/proj/abc123", "--output", out], capsys)
+    code = exit_status(["analyze", "ent/proj/abc123", "--output", out])
+    err = capsys.readouterr().err
     assert code == 2 and "no W&B API key" in err and err.count("\n") == 1
     assert time.monotonic() - started < 5
     monkeypatch.setenv("WANDB_MODE", "offline")
-    code, err = run_main(["analyze", "ent/proj/abc123", "--output", out], capsys)
+    code = exit_status(["analyze", "ent/proj/abc123", "--output", out])
+    err = capsys.readouterr().err
     assert code == 2 and "WANDB_MODE=offline" in err and err.count("\n") == 1
 
 
@@ -467,14 +382,17 @@ def test_analyze_reads_a_wandb_sweep(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("WANDB_API_KEY", "x" * 40)
     monkeypatch.delenv("WANDB_MODE", raising=False)
     out = tmp_path / "w.png"
-    code, err = run_main(["analyze", "ent/proj/sw1", "--output", str(out)], capsys)
+    code = exit_status(["analyze", "ent/proj/sw1", "--output", str(out)])
+    err = capsys.readouterr().err
     assert code == 0, err
     assert "skipped 1 of 7 run(s):\n" in err and "analyze:   ent/proj/r9: state crashed\n" in err
     rows = read_csv(out.with_suffix(".csv"))
     assert [(r["x"], r["n"]) for r in rows] == [("100", "3"), ("200", "3")]
-    code, err = run_main(["analyze", "ent/proj/sweeps/sw1", "--output", str(out)], capsys)
+    code = exit_status(["analyze", "ent/proj/sweeps/sw1", "--output", str(out)])
+    err = capsys.readouterr().err
     assert code == 0, err
-    code, err = run_main(["analyze", "ent/proj/missing", "--output", str(out)], capsys)
+    code = exit_status(["analyze", "ent/proj/missing", "--output", str(out)])
+    err = capsys.readouterr().err
     assert code == 2 and "Could not find sweep ent/proj/missing" in err
 
 
@@ -529,7 +447,7 @@ command:
 """
 
 
-def cli(*args, env, cwd=REPO, timeout=600):
+def cli(*args, env, cwd=REPO, timeout=CI_LIMIT_S):
     return subprocess.run(
         [sys.executable, "-m", "cfl_lightning", *args],
         cwd=cwd,
@@ -715,7 +633,8 @@ def test_default_y_axis_is_the_unweighted_contribution(tmp_path, capsys):
             items.append(item)
     write_results(tmp_path / "runs", items)
     out = tmp_path / "f.png"
-    code, err = run_main(["analyze", str(tmp_path / "runs"), "--output", str(out)], capsys)
+    code = exit_status(["analyze", str(tmp_path / "runs"), "--output", str(out)])
+    err = capsys.readouterr().err
     assert code == 0, err
     rows = read_csv(out.with_suffix(".csv"))
     assert [(float(r["x"]), float(r["mean"])) for r in rows] == [
@@ -726,9 +645,10 @@ def test_default_y_axis_is_the_unweighted_contribution(tmp_path, capsys):
         ("kl_target_unweighted", "per-state contribution")
     }
     assert "y axis: kl_target_unweighted (per-state contribution)" in err
-    code, err = run_main(
-        ["analyze", str(tmp_path / "runs"), "--output", str(out), "--metric", "kl_target"], capsys
+    code = exit_status(
+        ["analyze", str(tmp_path / "runs"), "--output", str(out), "--metric", "kl_target"],
     )
+    err = capsys.readouterr().err
     assert code == 0, err
     rows = read_csv(out.with_suffix(".csv"))
     assert [float(r["mean"]) for r in rows] == [pytest.approx(0.01), pytest.approx(0.004)]
@@ -755,7 +675,8 @@ def test_negative_symbol_contributions_are_kept_and_drawn(tmp_path, capsys, monk
             items.append(item)
     write_results(tmp_path / "runs", items)
     out = tmp_path / "neg.png"
-    code, err = run_main(["analyze", str(tmp_path / "runs"), "--output", str(out)], capsys)
+    code = exit_status(["analyze", str(tmp_path / "runs"), "--output", str(out)])
+    err = capsys.readouterr().err
     assert code == 0, err
     assert "could not be drawn" not in err
     rows = read_csv(out.with_suffix(".csv"))
@@ -847,11 +768,11 @@ def test_analyze_reports_min_visits_exclusions_per_curve(tmp_path, capsys):
     items.append(trans)
     write_results(tmp_path / "runs", items)
     out = tmp_path / "v.png"
-    code, err = run_main(
+    code = exit_status(
         ["analyze", str(tmp_path / "runs"), "--output", str(out), "--min-visits", "5",
          "--bins", "2"],
-        capsys,
     )
+    err = capsys.readouterr().err
     assert code == 0, err
     assert (
         "--min-visits 5 left out 6 run(s) whose target the test strings visit fewer than 5 "
@@ -866,11 +787,13 @@ def test_analyze_reports_min_visits_exclusions_per_curve(tmp_path, capsys):
         ("LSTMLanguageModel", "correlational"): "3",
     }
     # the default (1) leaves out only the unvisited runs
-    code, err = run_main(["analyze", str(tmp_path / "runs"), "--output", str(out)], capsys)
+    code = exit_status(["analyze", str(tmp_path / "runs"), "--output", str(out)])
+    err = capsys.readouterr().err
     assert code == 0 and "--min-visits 1 left out 3 run(s)" in err
-    code, err = run_main(
-        ["analyze", str(tmp_path / "runs"), "--output", str(out), "--min-visits", "-1"], capsys
+    code = exit_status(
+        ["analyze", str(tmp_path / "runs"), "--output", str(out), "--min-visits", "-1"],
     )
+    err = capsys.readouterr().err
     assert code == 2 and "--min-visits must be 0 or more" in err
 
 

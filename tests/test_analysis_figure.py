@@ -27,11 +27,13 @@ ROWS = [
 ]
 
 
-def draw(rows, tmp_path, monkeypatch, logx=True):
+def draw(rows, tmp_path, monkeypatch, logx=True, render=True):
+    """The figure of ``rows``, not saved; laid out and drawn on its canvas when ``render``."""
     captured = {}
     monkeypatch.setattr(plot, "_save", lambda fig, path, fmt, dpi: captured.setdefault("fig", fig))
     plot.plot_curves(rows, tmp_path / "f.png", logx=logx)
-    captured["fig"].canvas.draw()
+    if render:
+        captured["fig"].canvas.draw()
     return captured["fig"]
 
 
@@ -83,7 +85,8 @@ def test_legend_notes(tmp_path, monkeypatch, both):
     rows.append(causal(25.0, 0.3, 4, 0.2, 0.4, "causal_at_least_once", "strings"))
     if both:  # the same correlational runs, placed by strings containing the target
         rows.append(corr(60.0, 40.0, 5.0, 200.0, 0.05, 6, "correlational_strings", "strings"))
-    title = draw(rows, tmp_path, monkeypatch).legends[0].get_title().get_text()
+    # the note's text is settled before drawing (its extent on the canvas: the test below)
+    title = draw(rows, tmp_path, monkeypatch, render=False).legends[0].get_title().get_text()
     flat = " ".join(title.split())
     assert all(part in flat for part in plot.NOTE_PARTS)
     assert (" ".join(plot.BOTH_ROWS_NOTE.split()) in flat) is both  # negative control

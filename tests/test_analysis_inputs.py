@@ -13,26 +13,27 @@ from pathlib import Path
 
 import pytest
 
-from cfl_lightning.__main__ import main
 from cfl_lightning.analysis import records as rec
-from tests.test_analysis import result, run_main, synthetic, write_results  # noqa: F401
+from tests.helpers import exit_status, result, synthetic_runs, write_results
+
+
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory):
+    """221 results (two architectures, two targets, causal and correlational, one broken; the
+    module's tests only read them)."""
+    return synthetic_runs(tmp_path_factory.mktemp("synthetic") / "runs")
 
 
 def run_both(argv, capsys):
     """Exit status, stdout and stderr of ``main(argv)``."""
-    try:
-        code = main(argv)
-    except SystemExit as exc:
-        code = exc.code
+    code = exit_status(argv)
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 
 # --------------------------------------------------------------------------- JSON Lines
 
 
-def test_exported_results_give_the_same_table(
-    synthetic, tmp_path, capsys, monkeypatch  # noqa: F811
-):
+def test_exported_results_give_the_same_table(synthetic, tmp_path, capsys, monkeypatch):
     """analyze DIR and analyze EXPORT.jsonl write identical CSVs and gap tables."""
     from cfl_lightning.analysis import plot
 
@@ -93,8 +94,9 @@ def test_export_keeps_only_the_targets_and_stays_small(tmp_path, capsys):
     write_results(tmp_path / "runs", items)
     full = sum(len(json.dumps(i)) for i in items)
     export = tmp_path / "e.jsonl"
-    code, err = run_main(["analyze", str(tmp_path / "runs"), "--export-results", str(export),
-                          "--target", "symbol:a"], capsys)
+    code = exit_status(["analyze", str(tmp_path / "runs"), "--export-results", str(export),
+                        "--target", "symbol:a"])
+    err = capsys.readouterr().err
     assert code == 0, err
     assert "exported 24 of 24 run(s) (those about symbol:a)" in err
     size = export.stat().st_size
@@ -147,23 +149,28 @@ def test_bad_json_lines_name_file_and_line(tmp_path, capsys, line, message):
     path = tmp_path / "bad.jsonl"
     path.write_text(f"{good}\n\n{line}\n{good}\n")
     out = tmp_path / "f.png"
-    code, err = run_main(["analyze", str(path), "--output", str(out)], capsys)
+    code = exit_status(["analyze", str(path), "--output", str(out)])
+    err = capsys.readouterr().err
     assert code == 2, err
     assert err.count("\n") == 1 and f"error: {path}:3: {message}" in err, err
     assert "Traceback" not in err
     assert not out.exists() and not out.with_suffix(".csv").exists()
 
 
-def test_export_options_are_checked(synthetic, tmp_path, capsys):  # noqa: F811
-    code, err = run_main(["analyze", str(synthetic)], capsys)
+def test_export_options_are_checked(synthetic, tmp_path, capsys):
+    code = exit_status(["analyze", str(synthetic)])
+    err = capsys.readouterr().err
     assert code == 2 and "give --output FIGURE, --export-results OUT.jsonl, or both" in err
-    code, err = run_main(["analyze", str(synthetic), "--export-results", "x.json"], capsys)
+    code = exit_status(["analyze", str(synthetic), "--export-results", "x.json"])
+    err = capsys.readouterr().err
     assert code == 2 and "--export-results must end in .jsonl" in err
     export = tmp_path / "e.jsonl"
-    code, err = run_main(["analyze", str(synthetic), "--export-results", str(export)], capsys)
+    code = exit_status(["analyze", str(synthetic), "--export-results", str(export)])
+    err = capsys.readouterr().err
     assert code == 0 and not (tmp_path / "e.csv").exists()
     before = export.read_bytes()
-    code, err = run_main(["analyze", str(export), "--export-results", str(export)], capsys)
+    code = exit_status(["analyze", str(export), "--export-results", str(export)])
+    err = capsys.readouterr().err
     assert code == 2 and "is the input file" in err and export.read_bytes() == before
 
 
@@ -178,7 +185,8 @@ def test_results_with_wrong_types_are_skipped_with_a_word(tmp_path, capsys):
     bad_kl["kl"]["state"]["odd"] = "high"
     write_results(tmp_path / "runs", [*items, bad_count, bad_kl])
     out = tmp_path / "f.png"
-    code, err = run_main(["analyze", str(tmp_path / "runs"), "--output", str(out)], capsys)
+    code = exit_status(["analyze", str(tmp_path / "runs"), "--output", str(out)])
+    err = capsys.readouterr().err
     assert code == 0, err
     assert "skipped 2 of 5 run(s):" in err
     where = "/csv/version_0/results.json"
@@ -192,9 +200,10 @@ def test_many_skipped_runs_are_counted_beyond_the_first_few(tmp_path, capsys):
         result(automaton=f"B{a}", num_strings=[a]) for a in range(8)
     ]
     write_results(tmp_path / "runs", items)
-    code, err = run_main(
-        ["analyze", str(tmp_path / "runs"), "--output", str(tmp_path / "f.png")], capsys
+    code = exit_status(
+        ["analyze", str(tmp_path / "runs"), "--output", str(tmp_path / "f.png")],
     )
+    err = capsys.readouterr().err
     assert code == 0, err
     assert "skipped 8 of 10 run(s):" in err and "... and 3 more" in err
     assert err.count("num_strings: expected an integer or null") == 5
@@ -233,15 +242,18 @@ def test_missing_local_paths_are_not_taken_for_wandb_sweeps(tmp_path, capsys, mo
     out = str(tmp_path / "f.png")
     for item in ("/no/such/dir", "/no/such/dir/", "./a/b", "~/a/b", "runs/sweeps/x", "x.jsonl",
                  "e/p/r.jsonl", "e/../r"):
-        code, err = run_main(["analyze", item, "--output", out], capsys)
+        code = exit_status(["analyze", item, "--output", out])
+        err = capsys.readouterr().err
         assert code == 2 and err.count("\n") == 1, (item, err)
         assert f"{item}: no such directory or file" in err and "W&B API" not in err, (item, err)
     # a W&B-shaped path whose first part is not a local directory still goes to W&B
-    code, err = run_main(["analyze", "ent/proj/abc123", "--output", out], capsys)
+    code = exit_status(["analyze", "ent/proj/abc123", "--output", out])
+    err = capsys.readouterr().err
     assert code == 2 and "cannot read W&B sweep ent/proj/abc123" in err
     # an existing file that is not a .jsonl
     Path("notes.txt").write_text("x")
-    code, err = run_main(["analyze", "notes.txt", "--output", out], capsys)
+    code = exit_status(["analyze", "notes.txt", "--output", out])
+    err = capsys.readouterr().err
     assert code == 2 and "notes.txt: not a directory nor a .jsonl file of results" in err
 
 
@@ -251,10 +263,10 @@ def test_a_refused_analysis_writes_no_export(tmp_path, capsys):
     item["target_test_visits"] = 0  # unvisited: no value
     write_results(tmp_path / "runs", [item])
     export, out = tmp_path / "e.jsonl", tmp_path / "f.png"
-    code, err = run_main(
+    code = exit_status(
         ["analyze", str(tmp_path / "runs"), "--output", str(out), "--export-results", str(export)],
-        capsys,
     )
+    err = capsys.readouterr().err
     assert code == 2 and "nothing to plot" in err
     assert not export.exists() and not out.exists()
 
@@ -268,7 +280,7 @@ def _parsed(*argv):
     return build_parser().parse_args([str(a) for a in argv])
 
 
-def test_analyze_runs_alone_on_parsed_arguments(synthetic, tmp_path, capsys, monkeypatch):  # noqa: F811
+def test_analyze_runs_alone_on_parsed_arguments(synthetic, tmp_path, capsys, monkeypatch):
     """``analyze(args)`` is a module-level function: called without ``main``, it writes what the
     command writes (same CSV, same gap table) and raises CflError (no exit) when refused."""
     from cfl_lightning.analysis import plot

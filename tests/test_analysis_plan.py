@@ -24,8 +24,7 @@ from cfl_lightning.analysis.plan import (
 from cfl_lightning.analysis.records import load_jsonl, record_from_results
 from cfl_lightning.analysis.stats import t_interval
 from cfl_lightning.errors import CflError
-from tests.test_analysis import result
-from tests.test_analysis_pooled import correlational_run
+from tests.helpers import correlational_run, exit_status, result
 
 REPO = Path(__file__).resolve().parents[1]
 PLAN = REPO / "docs" / "headline" / "plan_v1.yaml"
@@ -98,12 +97,7 @@ def test_the_plan_gives_both_measures_and_the_verdict(headline):
 
 
 def _capture(argv, capsys):
-    from cfl_lightning.__main__ import main
-
-    try:
-        code = main(argv)
-    except SystemExit as exc:
-        code = exc.code
+    code = exit_status(argv)
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 

@@ -24,27 +24,7 @@ from cfl_lightning.analysis.pooling import (
 )
 from cfl_lightning.analysis.plot import target_title
 from cfl_lightning.analysis.stats import t_interval
-from tests.test_analysis import result, run_main, write_results
-
-SYMBOLS = list("abcdefghij")
-STATES = ["q0", "q1", "q2"]
-
-
-def correlational_run(automaton, value, counts, model="LSTMLanguageModel", weight=0.25):
-    """A correlational run whose 10 symbols all have the unweighted value ``value`` (weighted:
-    ``value * weight``) at the realized counts ``counts`` (one per symbol)."""
-    specs = [f"symbol:{s}" for s in SYMBOLS] + [f"state:{q}" for q in STATES]
-    occurrences = dict(zip(specs, [int(c) for c in counts] + [500, 400, 300]))
-    item = result(automaton=automaton, model=model, intervention="none", event=None,
-                  realized=None, kl_target=None)
-    item["occurrences"] = {"count": occurrences, "strings": {k: v // 3 for k, v in
-                                                             occurrences.items()}}
-    item["kl"] = {"symbol": dict.fromkeys(SYMBOLS, value * weight),
-                  "state": dict.fromkeys(STATES, 0.01)}
-    item["kl_unweighted"] = {"symbol": dict.fromkeys(SYMBOLS, value),
-                             "state": dict.fromkeys(STATES, 0.02)}
-    item["test_visits"] = {"symbol": dict.fromkeys(SYMBOLS, 50), "state": dict.fromkeys(STATES, 9)}
-    return item
+from tests.helpers import correlational_run, exit_status, result, write_results
 
 
 @pytest.fixture
@@ -71,8 +51,9 @@ def _rows(path):
 
 def _analyze(tmp_path, runs, capsys, *extra):
     out = tmp_path / "pooled.png"
-    code, err = run_main(["analyze", str(runs), "--target", "symbol:*", "--edges", "100,200",
-                          "--output", str(out), *extra], capsys)
+    code = exit_status(["analyze", str(runs), "--target", "symbol:*", "--edges", "100,200",
+                        "--output", str(out), *extra])
+    err = capsys.readouterr().err
     assert code == 0, err
     return _rows(out.with_suffix(".csv")), out
 
@@ -112,9 +93,10 @@ def test_state_pooling_and_symbols_of_one_automaton_in_two_bins(tmp_path, capsys
              correlational_run("A2", 5.0, [320] * 10)]
     write_results(tmp_path / "runs", items)
     out = tmp_path / "f.png"
-    code, err = run_main(["analyze", str(tmp_path / "runs"), "--target", "symbol:*",
-                          "--target", "state:*", "--edges", "100,200,400,1000",
-                          "--output", str(out)], capsys)
+    code = exit_status(["analyze", str(tmp_path / "runs"), "--target", "symbol:*",
+                        "--target", "state:*", "--edges", "100,200,400,1000",
+                        "--output", str(out)])
+    err = capsys.readouterr().err
     assert code == 0, err
     rows = {(r["target"], r["x_min"]): r for r in _rows(out.with_suffix(".csv"))}
     low, high = rows[("symbol:*", "100")], rows[("symbol:*", "200")]
@@ -126,11 +108,9 @@ def test_state_pooling_and_symbols_of_one_automaton_in_two_bins(tmp_path, capsys
 
 def test_pooled_curves_give_the_gap_table_under_both_measures(shared_value_runs, tmp_path,
                                                              capsys):
-    from cfl_lightning.__main__ import main
-
     runs, _ = shared_value_runs
-    code = main(["analyze", str(runs), "--target", "symbol:*", "--edges", "100,200",
-                 "--output", str(tmp_path / "f.png")])
+    code = exit_status(["analyze", str(runs), "--target", "symbol:*", "--edges", "100,200",
+                        "--output", str(tmp_path / "f.png")])
     out = capsys.readouterr().out
     assert code == 0
     first, second = out.index("measure kl_target_unweighted:"), out.index("measure kl_target:")
@@ -140,8 +120,8 @@ def test_pooled_curves_give_the_gap_table_under_both_measures(shared_value_runs,
 def test_a_single_target_csv_keeps_its_columns(shared_value_runs, tmp_path, capsys):
     runs, _ = shared_value_runs
     out = tmp_path / "one.png"
-    code, err = run_main(["analyze", str(runs), "--target", "symbol:a", "--output", str(out)],
-                         capsys)
+    code = exit_status(["analyze", str(runs), "--target", "symbol:a", "--output", str(out)])
+    err = capsys.readouterr().err
     assert code == 0, err
     header = out.with_suffix(".csv").read_text().splitlines()[0].split(",")
     assert "pairs" not in header and header[-1] == "gap_kind"
@@ -167,7 +147,8 @@ def test_pooling_helpers():
 def test_export_without_target_keeps_every_event(shared_value_runs, tmp_path, capsys):
     runs, _ = shared_value_runs
     export = tmp_path / "all.jsonl"
-    code, err = run_main(["analyze", str(runs), "--export-results", str(export)], capsys)
+    code = exit_status(["analyze", str(runs), "--export-results", str(export)])
+    err = capsys.readouterr().err
     assert code == 0, err
     assert "exported 24 of 24 run(s) (every run, every event)" in err
     lines = [json.loads(line) for line in export.read_text().splitlines()]
@@ -178,8 +159,9 @@ def test_export_without_target_keeps_every_event(shared_value_runs, tmp_path, ca
         assert len(line["kl"]["state"]) == 3
         assert len(line["occurrences"]["count"]) == 13
     # with a pooled target: its kind only
-    code, err = run_main(["analyze", str(runs), "--export-results", str(export),
-                          "--target", "symbol:*"], capsys)
+    code = exit_status(["analyze", str(runs), "--export-results", str(export),
+                        "--target", "symbol:*"])
+    err = capsys.readouterr().err
     assert code == 0, err
     line = next(json.loads(x) for x in export.read_text().splitlines() if '"none"' in x)
     assert set(line["kl"]) == {"symbol"} and len(line["kl"]["symbol"]) == 10
@@ -191,8 +173,8 @@ def test_correlational_runs_export_without_a_target(tmp_path, capsys):
     write_results(tmp_path / "runs", [correlational_run(f"A{a}", 1.0, [150] * 10)
                                       for a in range(6)])
     export = tmp_path / "all.jsonl"
-    code, err = run_main(["analyze", str(tmp_path / "runs"), "--export-results", str(export)],
-                         capsys)
+    code = exit_status(["analyze", str(tmp_path / "runs"), "--export-results", str(export)])
+    err = capsys.readouterr().err
     assert code == 0 and "exported 6 of 6 run(s)" in err, err
     assert len(export.read_text().splitlines()) == 6
 
@@ -203,7 +185,8 @@ def test_an_empty_export_is_an_error(tmp_path, capsys):
     item["occurrences"] = {"count": {"symbol:a": 100, "symbol:b": 40}, "strings": {}}
     write_results(tmp_path / "runs", [item])
     export = tmp_path / "e.jsonl"
-    code, err = run_main(["analyze", str(tmp_path / "runs"), "--export-results", str(export),
-                          "--target", "symbol:b"], capsys)
+    code = exit_status(["analyze", str(tmp_path / "runs"), "--export-results", str(export),
+                        "--target", "symbol:b"])
+    err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "nothing to export" in err, err
     assert not export.exists()

@@ -10,7 +10,7 @@ import pytest
 
 from cfl_lightning.analysis import aggregate as ag
 from cfl_lightning.analysis import stats
-from tests.test_analysis import records, result
+from tests.helpers import records, result
 
 scipy_stats = pytest.importorskip("scipy.stats")
 

@@ -25,6 +25,7 @@ from cfl_lightning.stratify import (
     stratified_sweep,
     stratify,
 )
+from tests.helpers import CI_LIMIT_S, cli_env, run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 EDGES = [20, 40, 60, 80, 100, 150]
@@ -122,7 +123,7 @@ def test_written_sweep_runs_exactly_the_chosen_points(tmp_path, cache):
     out = tmp_path / "out" / "strat.yaml"
     cmd = [sys.executable, "-m", "cfl_lightning", "stratify", str(source), "--event", "symbol:a",
            "--edges", ",".join(map(str, EDGES)), "--per-bin", "2", "--output", str(out)]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=CI_LIMIT_S)
     assert proc.returncode == 0, proc.stderr
     assert "candidates" in proc.stdout and "total:" in proc.stdout
     rows = list(csv.DictReader(out.with_suffix(".csv").open()))
@@ -140,7 +141,7 @@ def test_written_sweep_runs_exactly_the_chosen_points(tmp_path, cache):
     dry = subprocess.run(
         [sys.executable, "-m", "cfl_lightning", "sweep", str(out), "--output",
          str(tmp_path / "runs"), "--dry-run"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        cwd=ROOT, capture_output=True, text=True, timeout=CI_LIMIT_S,
     )
     assert dry.returncode == 0, dry.stderr
     lines = [l for l in (dry.stdout + dry.stderr).splitlines() if " fit " in l]
@@ -148,7 +149,7 @@ def test_written_sweep_runs_exactly_the_chosen_points(tmp_path, cache):
     assert {l.split("--data.topology_seed=")[1].split()[0] for l in lines} == set(map(str, chosen))
     # the same call again: the same files
     first = out.read_text(), out.with_suffix(".csv").read_text()
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=CI_LIMIT_S)
     assert proc.returncode == 0 and (out.read_text(), out.with_suffix(".csv").read_text()) == first
 
 
@@ -178,34 +179,52 @@ def test_several_varying_data_parameters_become_one_mapping(tmp_path, cache):
         assert value == match[0].realized
 
 
-@pytest.mark.parametrize(
-    "args,match",
-    [
-        (["--edges", "100,50,200"], "increase strictly"),  # the quick lane's case
-        *(pytest.param(args, match, marks=pytest.mark.slow) for args, match in [  # subprocesses
-            (["--edges", "100"], "at least two"),
-            (["--edges", "10,x"], "comma-separated numbers"),
-            (["--per-bin", "0"], "per-bin must be an integer >= 1"),
-            (["--event", "symbol:zz"], "unknown symbol 'zz'"),
-            (["--event", "bogus"], "bad event"),
-            (["--output", "OUT.csv"], "expected a .yaml path"),
-        ]),
-    ],
-)
-def test_bad_input_is_one_line(tmp_path, cache, args, match):
+BAD_INPUT = [
+    (["--edges", "100,50,200"], "increase strictly"),
+    (["--edges", "100"], "at least two"),
+    (["--edges", "10,x"], "comma-separated numbers"),
+    (["--per-bin", "0"], "per-bin must be an integer >= 1"),
+    (["--event", "symbol:zz"], "unknown symbol 'zz'"),
+    (["--event", "bogus"], "bad event"),
+    (["--output", "OUT.csv"], "expected a .yaml path"),
+]
+
+
+def bad_input_argv(tmp_path: Path, args: list[str]) -> list[str]:
+    """``stratify`` on a two-topology sweep, with ``args`` (flag, value pairs) overriding valid
+    flags (``--output`` is relative to ``tmp_path``)."""
     source = write_sweep(tmp_path / "s.yaml", topologies=2)
     base = {"--event": "symbol:a", "--edges": "20,40", "--per-bin": "2",
             "--output": str(tmp_path / "o.yaml")}
     for flag, value in zip(args[::2], args[1::2]):
         base[flag] = value if flag != "--output" else str(tmp_path / value)
-    cmd = [sys.executable, "-m", "cfl_lightning", "stratify", str(source)]
+    argv = ["stratify", str(source)]
     for flag, value in base.items():
-        cmd += [flag, value]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 2
-    assert len(proc.stderr.strip().splitlines()) == 1 and match in proc.stderr, proc.stderr
-    assert "Traceback" not in proc.stderr
+        argv += [flag, value]
+    return argv
+
+
+def check_one_line(returncode: int, stderr: str, match: str, tmp_path: Path) -> None:
+    assert returncode == 2
+    assert len(stderr.strip().splitlines()) == 1 and match in stderr, stderr
+    assert "Traceback" not in stderr
     assert not (tmp_path / "o.yaml").exists() and not (tmp_path / "o.csv").exists()
+
+
+@pytest.mark.parametrize("args,match", BAD_INPUT)
+def test_bad_input_is_one_line(tmp_path, cache, args, match):
+    done = run_cli(*bad_input_argv(tmp_path, args), cwd=ROOT)
+    check_one_line(done.returncode, done.stderr, match, tmp_path)
+
+
+@pytest.mark.slow
+def test_bad_input_is_one_line_in_a_process(tmp_path, cache):
+    """The whole process (interpreter start, exit status, stderr) for one case of the above."""
+    args, match = BAD_INPUT[4]
+    cmd = [sys.executable, "-m", "cfl_lightning", *bad_input_argv(tmp_path, args)]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=CI_LIMIT_S,
+                          env=cli_env() | {"CFL_LIGHTNING_CACHE": str(cache)})
+    check_one_line(proc.returncode, proc.stderr, match, tmp_path)
 
 
 def test_a_causal_sweep_is_refused(tmp_path, cache):
@@ -229,7 +248,7 @@ def test_chosen_runs_report_the_same_realized_count(tmp_path, cache):
     out = tmp_path / "strat.yaml"
     cmd = [sys.executable, "-m", "cfl_lightning", "stratify", str(source), "--event", "symbol:a",
            "--edges", "0,10000", "--per-bin", "2", "--output", str(out)]
-    assert subprocess.run(cmd, cwd=ROOT, capture_output=True, timeout=600).returncode == 0
+    assert subprocess.run(cmd, cwd=ROOT, capture_output=True, timeout=CI_LIMIT_S).returncode == 0
     sweep = yaml.safe_load(out.read_text())
     sweep["parameters"]["model"] = {"value": "LSTMLanguageModel"}
     sweep["parameters"]["trainer.max_epochs"] = {"value": 1}
@@ -237,7 +256,7 @@ def test_chosen_runs_report_the_same_realized_count(tmp_path, cache):
     runs = tmp_path / "runs"
     proc = subprocess.run(
         [sys.executable, "-m", "cfl_lightning", "sweep", str(out), "--output", str(runs),
-         "--parallel", "2"], cwd=ROOT, capture_output=True, text=True, timeout=900,
+         "--parallel", "2"], cwd=ROOT, capture_output=True, text=True, timeout=CI_LIMIT_S,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     expected = {
