@@ -38,8 +38,11 @@ A pooled target (``--target 'symbol:*'``, ``'state:*'``, ``'transition:*'``) put
 that kind of every run at its own count (realized, or intervened for a causal run's event): one
 curve per architecture and setting. The automaton stays the independent unit: a point's pairs
 are reduced to one mean per automaton before its mean and interval, ``n`` counts automata and the
-CSV's ``pairs``/``gap_pairs`` columns the (run, event) pairs; stdout gives the gap table under
-both measures (weighted ``kl_target`` and unweighted ``kl_target_unweighted``).
+CSV's ``pairs``/``gap_pairs`` columns the (run, event) pairs.
+
+With ``--metric`` ``kl_target_unweighted`` (the default) or ``kl_target``, stdout gives the gap
+table under both measures (the paper names both readings: unweighted, and weighted by the
+stationary probability ``p_pi``), the figure and CSV the ``--metric`` one.
 
 ``--export-results OUT.jsonl`` writes the runs read (every repeat) as JSON Lines in a compact
 form: the keys the analysis reads, the config cut down to what identifies the point, and the
@@ -118,7 +121,8 @@ def _add_input_arguments(parser: ArgumentParser) -> None:
         metavar="OUT.jsonl",
         help=(
             "also (or, without --output, only) write the runs read as compact JSON Lines: the "
-            "keys the analysis reads, per-event values for the targets only"
+            "keys the analysis reads and the per-event values (every event of every run; with "
+            "--target, the targets' only); an export of no run is an error"
         ),
     )
     parser.add_argument(
@@ -301,8 +305,9 @@ def _curves(records: list, targets: list[str], events: list[str], args, plan) ->
             f"{PROG}: left out {sum(missing.values())} run(s) without a value of "
             f"{args.metric} (unknown, not 0): {_per_curve(missing)}\n"
         )
-    if any(is_pooled(t) for t in targets):  # both measures side by side
-        other = "kl_target" if args.metric != "kl_target" else "kl_target_unweighted"
+    pair = ("kl_target_unweighted", "kl_target")  # the paper's two readings of its measure
+    if args.metric in pair:  # both measures side by side (issue 27)
+        other = pair[1 - pair.index(args.metric)]
         try:
             other_curves = build_curves(records, targets, events, metric=other, **options)
             curves = replace(curves, other=(other, other_curves))
