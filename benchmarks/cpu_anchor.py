@@ -3,9 +3,10 @@
 Shared by ``benchmarks/profile_cpu_run.py`` and ``benchmarks/bench_cpu_grid.py`` (not a test,
 not part of the package).
 
-FLOPs are counted analytically on the positions the hardware computes (padded batches), as
-multiply-adds x 2 of the networks' matrix products (elementwise work, softmax, layer norms and
-the optimizer are not counted: they are a few percent at these widths):
+FLOPs are counted analytically as multiply-adds x 2 of the networks' matrix products
+(elementwise work, softmax, layer norms and the optimizer are not counted), either on the
+positions the hardware computes (padded batches, :func:`forward_flops`) or on real positions
+only (:func:`useful_flops`):
 
 * LSTM, per position, forward: ``L * 2 * 4H * (H + H) + 2 * H * C`` (input and recurrent
   products of every layer, output layer; the embedding is a lookup).

@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/profile_cpu_run.py                       # LSTM + transformer, 1 and 2 threads, 3 repeats
+    python benchmarks/profile_cpu_run.py          # LSTM + transformer, 1 and 2 threads, 3 repeats
     python benchmarks/profile_cpu_run.py --max-epochs 0        # until early stopping (slow)
     python benchmarks/profile_cpu_run.py --models lstm --threads 1 --repeats 1
 
@@ -29,9 +29,10 @@ i.e. until early stopping). The child times, by wall clock and by process CPU ti
 
 The parent interleaves the runs (repeat -> model -> threads), records ``uptime`` before and
 after, measures ``torch.mm`` rates at 1 and 2 threads (a 1024 square and the runs' shapes) in
-the same script, and prints medians. FLOPs: see ``benchmarks/cpu_anchor.py``. The fraction
-of the matrix-product rate is the training FLOPs over the training-step CPU time (or the whole
-run's CPU time) divided by the 1-thread rate of a 1024 square x threads... see the table notes.
+the same script, and prints medians. FLOPs (padded positions): see ``benchmarks/cpu_anchor.py``.
+The fraction of the matrix-product rate is the training FLOPs over the training step's CPU time
+(or all FLOPs over the whole process's CPU time), divided by the 1-thread rate of a 1024 square
+per CPU-second. ``--anchor-only`` prints only the ``torch.mm`` rates.
 """
 
 from __future__ import annotations
@@ -57,6 +58,9 @@ PHASES = (
     "train step: clip+optimizer", "per-batch hooks+loading", "validation",
     "epoch end (ckpt, early stop)", "test+decomposed KL", "results", "other",
 )
+#: the runs' own product shapes (median training batch of the config: 7 rows x 17 positions;
+#: LSTM hidden 124 -> one time step's [rows, H] x [H, 4H]; transformer d 68, feed-forward 321)
+LSTM_STEP, TF_FF = (7, 124, 496), (120, 68, 321)
 MODELS = {"lstm": "LSTMLanguageModel", "transformer": "TransformerLanguageModel"}
 
 
@@ -79,7 +83,7 @@ class _Clock:
 
 
 def child(args: argparse.Namespace) -> None:
-    import lightning.pytorch as pl  # noqa: F401  (the imports a fit needs, timed)
+    import lightning.pytorch as pl  # the imports a fit needs (timed)
 
     from cpu_anchor import forward_flops, net_dims
     from cfl_lightning.callbacks.results_writer import ResultsWriter
@@ -243,6 +247,7 @@ def main() -> None:
     parser.add_argument("--models", default="lstm,transformer")
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--anchor-only", action="store_true", help="only the torch.mm rates")
     parser.add_argument("--max-epochs", type=int, default=20,
                         help="cap on epochs (0: the config's, i.e. until early stopping)")
     args = parser.parse_args()
@@ -264,9 +269,9 @@ def main() -> None:
         for t in threads:  # the anchor, measured between the runs (same load)
             torch.set_num_threads(t)
             rates[t].append({"square": mm_rate(1024, 1024, 1024),
-                             "lstm_step": mm_rate(12, 175, 700),
-                             "tf_ff": mm_rate(128, 64, 256)})
-        for model in models:
+                             "lstm_step": mm_rate(*LSTM_STEP),
+                             "tf_ff": mm_rate(*TF_FF)})
+        for model in [] if args.anchor_only else models:
             for t in threads:
                 out = run_child(model, t, args.max_epochs)
                 runs.setdefault((model, t), []).append(out)
@@ -275,7 +280,7 @@ def main() -> None:
     print(f"# load after: {uptime()}")
     med = statistics.median
     print("\n## torch.mm rate (GFLOP/s, median of repeats; wall / CPU time)\n")
-    print("| threads | 1024 square | LSTM step [12,175]x[175,700] | transformer FF [128,64]x[64,256] |")
+    print(f"| threads | 1024 square | LSTM step {list(LSTM_STEP)} | transformer FF {list(TF_FF)} |")
     print("|---|---|---|---|")
     for t in threads:
         cells = []
@@ -285,7 +290,7 @@ def main() -> None:
             cells.append(f"{w:.1f} / {c:.1f}")
         print(f"| {t} | " + " | ".join(cells) + " |")
     square_cpu = med(r["square"]["gflops_cpu"] for r in rates[threads[0]])
-    for model in models:
+    for model in [] if args.anchor_only else models:
         print(f"\n## {model}: seconds per run, median of {args.repeats} (wall / CPU)\n")
         print("| phase | " + " | ".join(f"{t} thread(s)" for t in threads) + " |")
         print("|---|" + "---|" * len(threads))
@@ -308,7 +313,8 @@ def main() -> None:
             tokens = med(r["counts"]["train_tokens"] for r in rs)
             step_wall = med(sum(r["phases"][p][0] for p in PHASES[3:6]) for r in rs)
             print(f"\n{model}, {t} thread(s): epochs {med(r['epochs'] for r in rs)}, "
-                  f"steps {med(r['counts']['steps'] for r in rs)}, real training tokens {tokens:.0f} "
+                  f"steps {med(r['counts']['steps'] for r in rs)}, "
+                  f"real training tokens {tokens:.0f} "
                   f"({tokens / step_wall:.0f} tokens/s in the step by wall), "
                   f"FLOPs train {train / 1e9:.1f} G + eval {evalf / 1e9:.2f} G; "
                   f"GFLOP/s per CPU-second: training step {train / step_cpu / 1e9:.2f}, "
