@@ -21,7 +21,7 @@ __all__ = [
     "short_pfsa", "check_split_law_by_position", "CliResult", "exit_status", "run_cli", "cli_env",
     "alive", "survivors", "wait_for", "on_path", "package_graph", "offenders",
     "SYMBOLS", "STATES", "result", "write_results", "records", "synthetic_runs",
-    "correlational_run",
+    "correlational_run", "tiny_args",
 ]
 
 REPO = Path(__file__).resolve().parents[1]
@@ -352,3 +352,25 @@ def correlational_run(automaton, value, counts, model="LSTMLanguageModel", weigh
                              "state": dict.fromkeys(STATES, 0.02)}
     item["test_visits"] = {"symbol": dict.fromkeys(SYMBOLS, 50), "state": dict.fromkeys(STATES, 9)}
     return item
+
+
+def tiny_args(root: Path, *extra: str) -> list[str]:
+    """A one-epoch ``fit`` of a tiny parity corpus under ``root`` (the CLI's arguments), then
+    ``extra``."""
+    return [
+        "--data.generator=parity",
+        "--data.eta=0.3",
+        "--data.intervention=exact",
+        "--data.event=state:odd",
+        "--data.count=40",
+        "--data.num_strings=30",
+        "--data.val_strings=10",
+        "--data.test_strings=20",
+        "--data.cache_dir=none",
+        "--data.device=cpu",
+        "--trainer.max_epochs=1",
+        f"--trainer.default_root_dir={root}",
+        "--trainer.enable_progress_bar=false",
+        "--trainer.enable_model_summary=false",
+        *extra,
+    ]

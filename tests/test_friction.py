@@ -20,6 +20,7 @@ import pytest
 import torch
 
 from cfl_lightning.cli.train import main
+from tests.helpers import tiny_args
 
 USER_MODULE = '''
 import lightning as L
@@ -71,24 +72,8 @@ NO_A = {  # symbol "a" is in the alphabet but no transition emits it
 
 
 def tiny(root: Path, *extra: str) -> list[str]:
-    return [
-        "--data.generator=parity",
-        "--data.eta=0.3",
-        "--data.intervention=exact",
-        "--data.event=state:odd",
-        "--data.count=40",
-        "--data.num_strings=30",
-        "--data.val_strings=10",
-        "--data.test_strings=20",
-        "--data.cache_dir=none",
-        "--data.device=cpu",
-        "--trainer.max_epochs=1",
-        f"--trainer.default_root_dir={root}",
-        "--trainer.enable_progress_bar=false",
-        "--trainer.enable_model_summary=false",
-        "--model.param_budget=20000",
-        *extra,
-    ]
+    """:func:`tests.helpers.tiny_args` with a 20k-parameter model."""
+    return tiny_args(root, "--model.param_budget=20000", *extra)
 
 
 @pytest.fixture

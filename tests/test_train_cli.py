@@ -21,7 +21,7 @@ from cfl_lightning.cli.train import main
 from cfl_lightning.cli.wandb_mode import ensure_wandb_mode, has_wandb_credentials
 from cfl_lightning.models import LSTMLanguageModel
 from cfl_lightning.results import RESULT_KEYS
-from tests.helpers import CI_LIMIT_S
+from tests.helpers import CI_LIMIT_S, tiny_args
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"
@@ -34,26 +34,6 @@ def contract_result_keys() -> list[str]:
     # top-level keys are the backticked names outside the nested {...} shape descriptions
     flat = re.sub(r"\{[^{}]*(\{[^{}]*\}[^{}]*)*\}", "", keys_text)
     return re.findall(r"`([a-z_]+)`", flat)
-
-
-def tiny_args(root: Path, *extra: str) -> list[str]:
-    return [
-        "--data.generator=parity",
-        "--data.eta=0.3",
-        "--data.intervention=exact",
-        "--data.event=state:odd",
-        "--data.count=40",
-        "--data.num_strings=30",
-        "--data.val_strings=10",
-        "--data.test_strings=20",
-        "--data.cache_dir=none",
-        "--data.device=cpu",
-        "--trainer.max_epochs=1",
-        f"--trainer.default_root_dir={root}",
-        "--trainer.enable_progress_bar=false",
-        "--trainer.enable_model_summary=false",
-        *extra,
-    ]
 
 
 def test_result_keys_match_the_contract():

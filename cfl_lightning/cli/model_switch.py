@@ -102,6 +102,19 @@ def _resolve(class_path: str) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
+def _switched(model: Any, argv: Sequence[str]) -> tuple[Any, Any] | None:
+    """``(init_args, the new class's signature parameters)`` after a ``--model`` switch on the
+    command line; None when the class was not switched or cannot be inspected."""
+    init = getattr(model, "init_args", None)
+    class_path = getattr(model, "class_path", None)
+    if init is None or not class_path or not model_switched(argv):
+        return None
+    try:
+        return init, inspect.signature(_resolve(str(class_path))).parameters
+    except (ImportError, AttributeError, TypeError, ValueError):
+        return None
+
+
 def reset_carried_defaults(model: Any, argv: Sequence[str]) -> list[str]:
     """After a ``--model`` switch, reset init args nobody gave to the new class's defaults.
 
@@ -112,14 +125,10 @@ def reset_carried_defaults(model: Any, argv: Sequence[str]) -> list[str]:
     Returns:
         the names of the arguments that were reset (empty when the class was not switched).
     """
-    init = getattr(model, "init_args", None)
-    class_path = getattr(model, "class_path", None)
-    if init is None or not class_path or not model_switched(argv):
+    switched = _switched(model, argv)
+    if switched is None:
         return []
-    try:
-        parameters = inspect.signature(_resolve(str(class_path))).parameters
-    except (ImportError, AttributeError, TypeError, ValueError):
-        return []
+    init, parameters = switched
     explicit = explicit_model_args(argv)
     reset = []
     for name in list(vars(init)):
@@ -149,14 +158,10 @@ def config_overrides(model: Any, argv: Sequence[str]) -> list[tuple[str, Any, An
         ``(name, value, class default)`` triples, in the class's argument order; empty when the
         class was not switched on the command line.
     """
-    init = getattr(model, "init_args", None)
-    class_path = getattr(model, "class_path", None)
-    if init is None or not class_path or not model_switched(argv):
+    switched = _switched(model, argv)
+    if switched is None:
         return []
-    try:
-        parameters = inspect.signature(_resolve(str(class_path))).parameters
-    except (ImportError, AttributeError, TypeError, ValueError):
-        return []
+    init, parameters = switched
     from_config = set()
     for config in _config_models(argv):
         args = config.get("init_args") if isinstance(config, dict) else None
