@@ -263,3 +263,16 @@ def test_evaluation_resume_and_recorded_config(tmp_path, capsys):
         state["train_time_s"] + resumed["train_time_resumed_s"]
     )
     assert 0 < state["train_time_s"] <= results["train_time_s"]
+
+
+@pytest.mark.parametrize("argv,verbose", [
+    (["test"], False), (["test", "--verbose", "true"], True), (["test", "--verbose=true"], True),
+    (["test", "--verbose", "false"], False), (["test", "--verbose=False"], False),
+    (["test", "--verbose=true", "--verbose=false"], False), (["test", "--verbose"], True),
+])
+def test_only_verbose_true_lists_every_metric(argv, verbose):
+    from cfl_lightning.cli.lightning_cli import CflLightningCLI
+
+    cli = object.__new__(CflLightningCLI)  # the property reads the command line only
+    cli._argv = argv
+    assert cli.verbose_evaluation is verbose

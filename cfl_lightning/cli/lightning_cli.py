@@ -457,8 +457,15 @@ class CflLightningCLI(LightningCLI):
 
     @property
     def verbose_evaluation(self) -> bool:
-        """Whether ``--verbose`` was given (then Lightning prints its table of every metric)."""
-        return any(a == "--verbose" or a.startswith("--verbose=") for a in self._argv)
+        """Whether ``--verbose true`` was given (then Lightning prints its table of every
+        metric); the last ``--verbose`` counts, ``--verbose false`` keeps the summary."""
+        value = None
+        for k, arg in enumerate(self._argv):
+            if arg.startswith("--verbose="):
+                value = arg.split("=", 1)[1]
+            elif arg == "--verbose":
+                value = self._argv[k + 1] if k + 1 < len(self._argv) else "true"
+        return value is not None and value.strip().lower() in ("true", "1", "yes", "on")
 
     def evaluation_summary(self) -> str | None:
         """One line for ``validate``/``test``: the headline values and how many were logged.
