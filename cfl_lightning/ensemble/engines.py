@@ -9,9 +9,11 @@ Both engines train the members' rows of one ``[M, P]`` parameter with per-member
   :class:`~cfl_lightning.models.StackedTransformer`): one batched computation for all
   members; training steps by :class:`~cfl_lightning.ensemble.step.TrainStep` (optionally CUDA
   graphs). For GPUs, where one small model leaves the device idle.
-* :class:`LoopEngine`: each member of a tick runs the model's own forward
-  (``torch.func.functional_call`` with the member's row as its parameters) on its own collated
-  batch, one after the other; their gradients are clipped and stepped together. For CPUs,
+* :class:`LoopEngine`: each member of a tick runs the model's own forward on its own collated
+  batch, one after the other: in training the model's parameters are pointed at the member's
+  row (and their ``.grad`` at the member's row of an ``[M, P]`` gradient buffer, which the
+  backward fills in place); evaluation uses ``torch.func.functional_call`` with the row it is
+  given. Their gradients are clipped and stepped together. For CPUs,
   where the shipped LSTM's fused kernel beats the batched recurrence
   (``benchmarks/bench_ensemble.py``) and the gain of an ensemble is one process and one
   Lightning loop for all members; and for any ``LanguageModel`` without a stacked network
@@ -154,6 +156,12 @@ class LoopEngine:
         self.device = param.device
         self._batches: dict[str, list[list[dict[str, Tensor]]]] = {}
         self._loss_sums = torch.zeros(param.shape[0], dtype=torch.float64, device=self.device)
+        named = dict(self.model.named_parameters())
+        self._params = [named[name] for name in layout.names]  # in the row's order
+        self._bound: tuple[int, ...] | None = None  # (data_ptr, shape) the views below are of
+        self._grads = torch.zeros_like(param.detach())
+        self._rows: list[list[Tensor]] = []  # per member: its parameter views of ``param``
+        self._grad_rows: list[list[Tensor]] = []  # per member: its views of ``_grads``
 
     def _batch(self, split: str, member: int, global_id: int) -> dict[str, Tensor]:
         """Member ``member``'s collated batch ``global_id`` of ``split``, on the device (cached)."""
@@ -177,6 +185,40 @@ class LoopEngine:
         views = self.layout.row_views(row)
         return torch.func.functional_call(self.model, views, (input_ids,))
 
+    def _views(self) -> None:
+        """(Re)build every member's parameter and gradient views when ``param``'s storage is new
+        (first use; a move to another device replaces it)."""
+        key = (self.param.data_ptr(), *self.param.shape)
+        if self._bound == key:
+            return
+        if self._grads.shape != self.param.shape or self._grads.device != self.param.device:
+            self._grads = torch.zeros_like(self.param.detach())
+        data = self.param.detach()
+        self._rows = [list(self.layout.row_views(data[m]).values()) for m in range(data.shape[0])]
+        self._grad_rows = [
+            list(self.layout.row_views(self._grads[m]).values()) for m in range(data.shape[0])
+        ]
+        self._bound = key
+
+    def _backward(self, m: int, input_ids: Tensor, batch: dict[str, Tensor]) -> Tensor:
+        """Member ``m``'s loss on ``batch``; its gradient lands in ``_grads[m]`` (zeroed before).
+
+        The model's parameters are pointed at the member's row (``.data``: no copy, Adam's
+        in-place updates of ``param`` are seen) and their ``.grad`` at its gradient row, which
+        the backward accumulates into in place (a defined ``.grad`` is added to, not replaced).
+        """
+        for p, value, grad in zip(self._params, self._rows[m], self._grad_rows[m]):
+            p.data = value
+            p.grad = grad
+        # the loss of LanguageModel.training_step
+        loss = training_loss(self.loss, self.model(input_ids), batch)
+        loss.backward()
+        for p, grad in zip(self._params, self._grad_rows[m]):
+            if p.grad is not grad:  # replaced rather than accumulated (e.g. a sparse gradient)
+                grad.copy_(p.grad)
+            p.grad = None
+        return loss.detach()
+
     def train(
         self, ids: np.ndarray, device_ids: Tensor | None, record: bool, optimizer: StackedAdam
     ) -> Tensor | None:
@@ -185,19 +227,17 @@ class LoopEngine:
         if not len(taking):
             return None
         self.model.train()
-        grads = self.param.new_empty(len(taking), self.param.shape[1])
+        self._views()
+        everyone = len(taking) == self.param.shape[0]  # no gather: one pass over [M, P]
+        rows = torch.as_tensor(taking, device=self.device)
+        self._grads.zero_()
         losses = torch.empty(len(taking), dtype=torch.float64, device=self.device)
         for k, m in enumerate(taking):
             batch = self._batch("train", int(m), int(ids[m]))
-            leaf = self.param.detach()[m].clone().requires_grad_(True)
-            # the loss of LanguageModel.training_step
-            loss = training_loss(self.loss, self._log_probs(leaf, batch["input_ids"]), batch)
-            (grads[k],) = torch.autograd.grad(loss, leaf)
-            losses[k] = loss.detach()
+            losses[k] = self._backward(int(m), batch["input_ids"], batch)
+        grads = self._grads if everyone else self._grads[rows]
         if self.clip is not None:
             clip_rows_(grads, self.clip)
-        rows = torch.as_tensor(taking, device=self.device)
-        everyone = len(taking) == self.param.shape[0]  # no gather: one pass over [M, P]
         optimizer.update(grads, rows=None if everyone else rows)
         self._loss_sums.index_add_(0, rows, losses)
         if not record:
