@@ -74,3 +74,33 @@ def test_v2_correlational_sweep_is_its_csv_choice():
         picked = [r for r in inside if r["chosen"] == "true"]
         full = len(picked) >= 40 and len({r["data.topology_seed"] for r in picked}) >= 30
         assert full or len(picked) == len(inside), (lo, hi)
+
+
+def test_p4_check_finds_a_changed_run_and_only_that(tmp_path, capsys):
+    """docs/headline/p4_check.py (fixed before P4 trained): the stand-in against itself is the
+    same everywhere; a copy with one transformer run's values x 1.1 is reported as 63 of 64."""
+    import json
+
+    spec = importlib.util.spec_from_file_location("p4_check", REPO / "docs/headline/p4_check.py")
+    check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(check)
+    standin = REPO / "docs/headline/v2/v1_causal_standin.jsonl"
+    lines = standin.read_text().splitlines()
+    changed = []
+    for i, line in enumerate(lines):
+        record = json.loads(line)
+        if i == next(j for j, raw in enumerate(lines) if '"TransformerLanguageModel"' in raw):
+            record["kl_total"] *= 1.1
+            record["kl"]["symbol"]["a"] *= 1.1
+            record["kl_unweighted"]["symbol"]["a"] *= 1.1
+        changed.append(json.dumps(record))
+    rerun = tmp_path / "rerun.jsonl"
+    rerun.write_text("\n".join(changed) + "\n")
+    check.main(str(standin), str(standin))
+    same = capsys.readouterr().out
+    assert "matched 128" in same and same.count("64 the same to 1e-9 relative") == 2
+    check.main(str(standin), str(rerun))
+    out = capsys.readouterr().out
+    assert "LSTMLanguageModel: 64 matched runs, 64 the same" in out
+    assert "TransformerLanguageModel: 64 matched runs, 63 the same" in out
+    assert "1.000-1.100" in out
