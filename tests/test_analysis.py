@@ -775,7 +775,7 @@ def test_analyze_reports_min_visits_exclusions_per_curve(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 0, err
     assert (
-        "--min-visits 5 left out 6 run(s) whose target the test strings visit fewer than 5 "
+        "--min-visits 5 left out 6 run/target point(s) whose target the test strings visit fewer than 5 "
         "time(s): state:odd LSTM causal_exact 2 of 5, state:odd LSTM correlational 3 of 6, "
         "state:odd Transformer causal_exact 1 of 1" in err
     )
@@ -789,7 +789,7 @@ def test_analyze_reports_min_visits_exclusions_per_curve(tmp_path, capsys):
     # the default (1) leaves out only the unvisited runs
     code = exit_status(["analyze", str(tmp_path / "runs"), "--output", str(out)])
     err = capsys.readouterr().err
-    assert code == 0 and "--min-visits 1 left out 3 run(s)" in err
+    assert code == 0 and "--min-visits 1 left out 3 run/target point(s)" in err
     code = exit_status(
         ["analyze", str(tmp_path / "runs"), "--output", str(out), "--min-visits", "-1"],
     )

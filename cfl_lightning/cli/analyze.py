@@ -357,7 +357,8 @@ def _per_curve(counts: dict) -> str:
 
 
 def _report_visits(records: list, split: object, min_visits: int) -> None:
-    """stderr lines: runs left out by ``--min-visits`` per curve; runs with unknown visits."""
+    """stderr lines: run/target points (a run's, or each of a pooled target's) left out by
+    ``--min-visits`` per curve; runs with unknown visits."""
     from collections import Counter
 
     from cfl_lightning.analysis.aggregate import curve_key
@@ -370,11 +371,11 @@ def _report_visits(records: list, split: object, min_visits: int) -> None:
             for k, n in sorted(split.excluded.items(), key=str)
         )
         sys.stderr.write(
-            f"{PROG}: --min-visits {min_visits} left out {excluded} run(s) whose target the test "
-            f"strings visit fewer than {min_visits} time(s): {parts}\n"
+            f"{PROG}: --min-visits {min_visits} left out {excluded} run/target point(s) whose "
+            f"target the test strings visit fewer than {min_visits} time(s): {parts}\n"
         )
     else:
-        sys.stderr.write(f"{PROG}: --min-visits {min_visits} left out no run\n")
+        sys.stderr.write(f"{PROG}: --min-visits {min_visits} left out no run/target point\n")
     unknown = sum(split.unknown.values())
     if unknown:
         sys.stderr.write(
