@@ -343,6 +343,22 @@ def test_signal_during_a_long_write_leaves_no_temp_file(tmp_path, sig, code):
     assert target.read_text() == "precious\n" and not temp_files(tmp_path)
 
 
+def test_fit_bad_input_is_one_line_in_a_real_process(tmp_path):
+    """Lightning's ``Seed set to 0`` came before the refusal (the seed is set before the data
+    module validates its arguments): the process's whole stderr is the one line."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "cfl_lightning", "fit", "--config",
+         str(REPO / "configs" / "random_topology.yaml"), "--data.num_strings=-5",
+         f"--trainer.default_root_dir={tmp_path / 'run'}"],
+        cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=CI_LIMIT_S,
+    )
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.splitlines() == [
+        "python -m cfl_lightning fit: error: num_strings must be an integer >= 1, got -5"
+    ]
+    assert not (tmp_path / "run").exists()
+
+
 # --------------------------------------------------------------------------- draw without dot
 
 

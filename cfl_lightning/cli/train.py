@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import logging
 import os
 import re
 import sys
@@ -84,11 +85,20 @@ def configure_threads(environ: dict[str, str] | None = None) -> int | None:
     return threads
 
 
+class _DropSeedLine(logging.Filter):
+    """Drops Lightning's ``Seed set to N`` (the seed is in the run's saved config and in
+    ``results.json``); printed before a configuration is validated, it made bad input two lines."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Seed set to ")
+
+
 def quiet_noise() -> None:
     """Silence messages that say nothing about the run (idempotent).
 
-    Lightning's tips and ``LeafSpec`` deprecation (:func:`cfl_lightning.quiet.quiet_noise`), and
-    LightningCLI's note about ``args`` (``__main__`` hands over its argv).
+    Lightning's tips and ``LeafSpec`` deprecation (:func:`cfl_lightning.quiet.quiet_noise`),
+    LightningCLI's note about ``args`` (``__main__`` hands over its argv), and its ``Seed set to
+    N`` line (for the package's commands only: a user's own script keeps it).
     """
     import warnings
 
@@ -96,6 +106,9 @@ def quiet_noise() -> None:
 
     warnings.filterwarnings("ignore", message="LightningCLI's args parameter is intended")
     quiet_lightning()
+    seed_log = logging.getLogger("lightning.fabric.utilities.seed")
+    if not any(isinstance(f, _DropSeedLine) for f in seed_log.filters):
+        seed_log.addFilter(_DropSeedLine())
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
