@@ -104,3 +104,33 @@ def test_p4_check_finds_a_changed_run_and_only_that(tmp_path, capsys):
     assert "LSTMLanguageModel: 64 matched runs, 64 the same" in out
     assert "TransformerLanguageModel: 64 matched runs, 63 the same" in out
     assert "1.000-1.100" in out
+
+
+def _script(name: str):
+    spec = importlib.util.spec_from_file_location(name, REPO / "docs" / "headline" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_state_half_exploratory_numbers_are_what_the_scripts_print(tmp_path, capsys):
+    """The doc's two looks outside the plan (D3 by q1's rate; q0's share of the bins, and the
+    copy without q0) print the numbers the doc quotes, from the committed results."""
+    text = " ".join((REPO / "docs" / "headline_study.md").read_text(encoding="utf-8").split())
+    _script("state_d3_exploratory").main(str(REPO / "docs/headline/v2/results_state.jsonl"))
+    out = capsys.readouterr().out
+    assert "rarer half (16): +0.118 [-0.046, +0.281]" in out
+    assert "commoner half (16): +0.012 [-0.064, +0.087]" in out
+    assert "Spearman(D3, rate) -0.203" in out
+    assert "+0.118 [-0.046, 0.281]" in text and "-0.20" in text
+    copy = tmp_path / "no_q0.jsonl"
+    _script("state_without_q0").main(str(REPO / "docs/headline/v2/results.jsonl"), str(copy))
+    out = capsys.readouterr().out
+    assert "| TransformerLanguageModel | gap window at 500 [353.6, 707.1] | 66 / 211 | 0.100 | 0.487 |" in out
+    assert "| TransformerLanguageModel | [400, 566) | 24 / 92 | 0.104 | 0.492 |" in out
+    assert "66 of 211" in text and "0.104 against 0.492" in text
+    import json
+
+    records = [json.loads(line) for line in copy.read_text().splitlines()]
+    assert len(records) == 150 and all("q0" not in r["kl"]["state"] for r in records)
+    assert all("q1" in r["kl"]["state"] for r in records)  # only q0 is dropped
