@@ -168,11 +168,15 @@ def run_cli(*argv: str, cwd: str | Path | None = None) -> CliResult:
 
 
 def alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie, whose parent died without reaping it, does not)."""
+    """Whether ``pid`` runs (a zombie, whose parent died without reaping it, does not).
+
+    A process can end between opening its ``/proc`` entry and reading it: the read then raises
+    ``ProcessLookupError`` (ESRCH), which means gone, as the missing entry does.
+    """
     try:
         with open(f"/proc/{pid}/stat", "rb") as handle:
             return handle.read().rsplit(b")", 1)[-1].split()[0] not in (b"Z", b"X")
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):
         return False
 
 

@@ -318,3 +318,16 @@ def test_guard_exit_status_is_the_runs(tmp_path):
     run = subprocess.run([sys.executable, "-I", guard.__file__, "1", "--", "x"],
                          capture_output=True, text=True)
     assert run.returncode == 2 and "usage" in run.stderr
+
+
+def test_alive_is_false_for_a_process_that_ends_between_open_and_read(monkeypatch):
+    """The race CI met: ``/proc/PID/stat`` opened while the process ran, read after it was
+    reaped, raises ProcessLookupError; ``alive`` answers False instead of failing the test."""
+    import tests.helpers as helpers
+
+    proc = subprocess.Popen(["sleep", "30"])
+    handle = open(f"/proc/{proc.pid}/stat", "rb")
+    proc.kill()
+    proc.wait()
+    monkeypatch.setattr(helpers, "open", lambda *args, **kwargs: handle, raising=False)
+    assert helpers.alive(proc.pid) is False
