@@ -103,11 +103,13 @@ def fallback(arch: str, m: int, epochs: int, device: torch.device, cache: str, s
     from cfl_lightning.ensemble import step as step_module
 
     original = step_module.loss_sums
+    calls = [0]
 
     def uncapturable(*args, **kwargs):
-        sums, kl = original(*args, **kwargs)
+        calls[0] += 1
+        sums = original(*args, **kwargs)  # [M] per-member loss sums
         float(sums.sum())  # a host read: refused while a CUDA stream is capturing
-        return sums, kl
+        return sums
 
     step_module.loss_sums = uncapturable
     try:
@@ -128,7 +130,8 @@ def fallback(arch: str, m: int, epochs: int, device: torch.device, cache: str, s
         step = getattr(engines["engine"], "step", None)
         ours = [w for w in seen if "CUDA graph capture failed" in str(w.message)]
         print(f"\nfallback: {arch} ensemble {m}, {epochs} epochs on {device}: mode now "
-              f"{getattr(step, 'mode', '-')}, capture warnings {len(ours)}")
+              f"{getattr(step, 'mode', '-')}, capture warnings {len(ours)}, "
+              f"wrapped loss_sums called {calls[0]} times")
         for w in ours:
             print(f"  {w.category.__name__}: {str(w.message)[:300]}")
         finals = [o.best_val_loss for o in module.outcomes()]
