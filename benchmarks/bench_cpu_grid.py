@@ -17,7 +17,9 @@ fresh output folder and corpus cache (so every arm samples its corpora) and
 * ``plain``: ``sweep GRID --parallel 2`` (one process per run, one thread each);
 * ``ensemble``: ``sweep GRID --ensemble 8 --parallel 2`` (the ensemble path: one process per
   model class, 4 members each, one Lightning loop, stacked Adam);
-* ``improved``: ``sweep GRID`` followed by the flags of ``--improved`` (any other path to try).
+* ``improved``: ``sweep GRID`` followed by the flags of ``--improved`` (any other path to try);
+* ``other``: the ``ensemble`` arm's flags with the code of another checkout (``--other-root``,
+  e.g. ``git worktree add --detach /tmp/old COMMIT``): an A/B of a code change in one script.
 
 Arms are interleaved (``--order``, repeated ``--repeats`` times). Measured per arm: wall time,
 CPU time of the arm's whole process tree (``getrusage(RUSAGE_CHILDREN)``), ``uptime`` before
@@ -88,15 +90,18 @@ def uptime() -> str:
     return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
 
-def run_arm(name: str, flags: list[str], grid: Path, work: Path, env: dict) -> dict:
+def run_arm(name: str, flags: list[str], grid: Path, work: Path, env: dict,
+            root: Path = ROOT) -> dict:
     output = work / f"{name}_{time.monotonic_ns()}"
     arm_env = dict(env, CFL_LIGHTNING_CACHE=str(output) + "_cache")
+    if root != ROOT:  # another checkout's code (``--other-root``)
+        arm_env["PYTHONPATH"] = os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])
     command = [sys.executable, "-m", "cfl_lightning", "sweep", str(grid), "--output", str(output),
                *flags]
     load = uptime()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    proc = subprocess.run(command, cwd=ROOT, env=arm_env, capture_output=True, text=True)
+    proc = subprocess.run(command, cwd=root, env=arm_env, capture_output=True, text=True)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
@@ -134,9 +139,12 @@ def point_flops(model: str, topology: int, count: int, epochs: int, cache: dict)
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--arms", default="plain,ensemble",
-                        help="comma-separated arms in order (plain, ensemble, improved); "
+                        help="comma-separated arms in order (plain, ensemble, improved, other); "
                         "ratios are to plain (or to the first arm without plain)")
     parser.add_argument("--improved", default=IMPROVED, help=f"sweep flags (default: {IMPROVED!r})")
+    parser.add_argument("--other-root", type=Path, default=None,
+                        help="another checkout (e.g. a git worktree of an older commit): arm "
+                        "'other' runs the ensemble flags with that checkout's code")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--max-epochs", type=int, default=20)
     parser.add_argument("--keep", action="store_true", help="keep the outputs (printed)")
@@ -146,8 +154,9 @@ def main() -> None:
     from cpu_anchor import mm_rate
 
     torch.set_num_threads(1)
+    flags_other = ["--ensemble", "8", "--parallel", "2"]
     flags = {"plain": ["--parallel", "2"], "ensemble": ["--ensemble", "8", "--parallel", "2"],
-             "improved": shlex.split(args.improved)}
+             "improved": shlex.split(args.improved), "other": flags_other}
     arms = args.arms.split(",")
     env = dict(os.environ, WANDB_MODE=os.environ.get("WANDB_MODE", "disabled"),
                PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
@@ -163,7 +172,8 @@ def main() -> None:
     for rep in range(args.repeats):
         for arm in arms:
             rates.append(mm_rate(1024, 1024, 1024)["gflops_cpu"])
-            out = run_arm(arm, flags[arm], grid, work, env)
+            root = args.other_root.resolve() if arm == "other" else ROOT
+            out = run_arm(arm, flags[arm], grid, work, env, root)
             results[arm].append(out)
             print(f"# rep {rep} {arm}: wall {out['wall']:.1f}s cpu {out['cpu']:.1f}s exit "
                   f"{out['code']} runs {len(out['runs'])} | before: {out['load']} | after: "

@@ -5,6 +5,7 @@ Usage::
     python benchmarks/profile_ensemble_job.py                       # LSTM, 4 members, 20 epochs
     python benchmarks/profile_ensemble_job.py --model Transformer --engine loop --repeats 3
     python benchmarks/profile_ensemble_job.py --model Transformer --pacing lockstep,width
+    python benchmarks/profile_ensemble_job.py --model LSTM,Transformer --only t15c250,t38c1000
 
 The job is the one ``sweep --ensemble 8 --parallel 2`` starts for one model class of
 ``benchmarks/bench_cpu_grid.py``'s grid: topologies 15 and 38 x exact counts 250 and 1000 of
@@ -27,6 +28,7 @@ import argparse
 import collections
 import functools
 import io
+import itertools
 import json
 import os
 import statistics
@@ -40,19 +42,26 @@ TOPOLOGIES = (15, 38)
 COUNTS = (250, 1000)
 
 
-def members(model: str, epochs: int, out: Path) -> list[tuple[str, list[str]]]:
-    """The job's ``(name, fit arguments)``, as the sweep runner writes them in its spec."""
+def members(model: str, epochs: int, out: Path, only: str = "") -> list[tuple[str, list[str]]]:
+    """The job's ``(name, fit arguments)``, as the sweep runner writes them in its spec.
+
+    ``model`` may name several classes (``LSTM,Transformer``: a job holding both, as the runner
+    plans it when every job runs at once); ``only`` keeps the members whose ``t{topology}
+    c{count}`` tag is in its comma-separated list (e.g. ``t15c250,t38c1000``).
+    """
     found = []
-    for topology in TOPOLOGIES:
-        for count in COUNTS:
-            name = f"n{count}_t{topology}_{model}"
-            found.append((name, [
-                "--config", str(ROOT / "configs" / "random_topology.yaml"),
-                f"--data.count={count}", "--data.event=symbol:a", "--data.intervention=exact",
-                "--data.num_strings=500", f"--data.topology_seed={topology}",
-                "--data.weight_seed=0", f"--model={model}LanguageModel", "--seed_everything=0",
-                f"--trainer.max_epochs={epochs}", f"--trainer.default_root_dir={out / name}",
-            ]))
+    keep = {tag for tag in only.split(",") if tag}
+    for cls, topology, count in itertools.product(model.split(","), TOPOLOGIES, COUNTS):
+        if keep and f"t{topology}c{count}" not in keep:
+            continue
+        name = f"n{count}_t{topology}_{cls}"
+        found.append((name, [
+            "--config", str(ROOT / "configs" / "random_topology.yaml"),
+            f"--data.count={count}", "--data.event=symbol:a", "--data.intervention=exact",
+            "--data.num_strings=500", f"--data.topology_seed={topology}",
+            "--data.weight_seed=0", f"--model={cls}LanguageModel", "--seed_everything=0",
+            f"--trainer.max_epochs={epochs}", f"--trainer.default_root_dir={out / name}",
+        ]))
     return found
 
 
@@ -106,7 +115,10 @@ def load() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--model", default="LSTM", choices=["LSTM", "Transformer"])
+    parser.add_argument("--model", default="LSTM",
+                        help="LSTM, Transformer, or both (LSTM,Transformer: a mixed job)")
+    parser.add_argument("--only", default="",
+                        help="keep these members, e.g. t15c250,t38c1000 (default: all four)")
     parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--engine", default="auto", help="comma-separated: auto, loop, stacked")
     parser.add_argument("--pacing", default="auto", help="comma-separated: auto, width, lockstep")
@@ -137,12 +149,12 @@ def main() -> None:
             with tempfile.TemporaryDirectory() as tmp:
                 out = Path(tmp)
                 before, wall, cpu = load(), time.time(), time.process_time()
-                status = run_job(members(args.model, args.epochs, out), None, engine=engine,
-                                 stream=io.StringIO())
+                job = members(args.model, args.epochs, out, args.only)
+                status = run_job(job, None, engine=engine, stream=io.StringIO())
                 cpu, wall = time.process_time() - cpu, time.time() - wall
                 failed = [n for n, why in status.items() if why is not None]
                 kls = []
-                for name, _ in members(args.model, args.epochs, out):
+                for name, _ in job:
                     found = sorted((out / name).rglob("results.json"))
                     kls.append(json.loads(found[0].read_text())["kl_total"] if found else None)
             totals[(engine, pacing)].append(cpu)
