@@ -86,8 +86,14 @@ def sequential(model, dm, tmp_path, *, epochs: int, patience: int, precision: st
     return record, trainer.current_epoch, float(checkpoint.best_model_score), best
 
 
-@pytest.mark.parametrize("arch", ["lstm", "transformer"])
-def test_packed_forward_matches_each_model(arch):
+@pytest.mark.parametrize("arch,compact", [("lstm", None), ("transformer", True),
+                                          ("transformer", False)])
+def test_packed_forward_matches_each_model(arch, compact, monkeypatch):
+    """Each member's packed predictions are its own model's; for the transformer both forms
+    (compact, here on every batch: the CPU's where padding is plenty; dense: CUDA's)."""
+    from cfl_lightning.models import stacked_transformer
+
+    monkeypatch.setattr(stacked_transformer, "COMPACT_FILL", 1.0)
     models, dms = zip(*(build(arch, i, d) for i, d in enumerate(DATA)))
     models = [m.double().eval() for m in models]
     for dm in dms:
@@ -99,12 +105,16 @@ def test_packed_forward_matches_each_model(arch):
         [d.pfsa.next_symbol_probs() for d in dms], dms[0].pad_id,
     )
     net = stacked_network(models[0])
+    if compact is not None:
+        net.compact = compact
     rng = np.random.default_rng(0)
     for trial in range(5):
         local = [int(rng.integers(packed.num_batches[m])) for m in range(len(dms))]
         local[1] = -1 if trial == 4 else local[1]  # an idle member
         ids = np.array([packed.first_batch[m] + b if b >= 0 else -1 for m, b in enumerate(local)])
         batch = packed.step(ids)
+        if compact is not None:
+            assert (net.compact_cells(batch.input_ids) is None) == (not compact)
         log_probs = net(layout.views(params), batch.input_ids, batch.position, batch.slot, False)
         for m, b in enumerate(local):
             if b < 0:
@@ -121,6 +131,54 @@ def test_packed_forward_matches_each_model(arch):
             assert torch.equal(batch.target_probs[m][real], ref["target_probs"][ref["mask"]])
             want = models[m](ref["input_ids"])[ref["mask"]]
             torch.testing.assert_close(log_probs[m][real], want, rtol=0, atol=1e-12)
+
+
+def test_compact_and_dense_transformer_forms_give_the_same_loss_and_gradients(monkeypatch):
+    """Without dropout the two forms of the stacked transformer are one computation: the same
+    per-member loss sums and the same gradient of every member's parameters; with dropout
+    both train (finite, different streams). The compact form runs where padding is plenty."""
+    from cfl_lightning.ensemble.step import loss_sums
+    from cfl_lightning.models import stacked_transformer
+
+    models, dms = zip(*(build("transformer", i, d) for i, d in enumerate(DATA)))
+    models = [m.double() for m in models]
+    for dm in dms:
+        dm.setup("fit")
+    layout = ParameterLayout.of(models[0])
+    packed = PackedCorpora(
+        [d.tokenized("train") for d in dms], [d.batches("train") for d in dms],
+        [d.pfsa.next_symbol_probs() for d in dms], dms[0].pad_id,
+    )
+    net = stacked_network(models[0])
+    pad = dms[0].pad_id
+    half = torch.tensor([[[1, 2, pad, pad]]])  # half padding: compact on the CPU by default
+    assert net.compact_cells(half).tolist() == [[0, 1]]
+    assert net.compact_cells(torch.tensor([[[1, 2, 3, 1, 2, pad]]])) is None  # 5/6 > 0.8
+    net.compact = False
+    assert net.compact_cells(half) is None
+    monkeypatch.setattr(stacked_transformer, "COMPACT_FILL", 1.0)  # compact on every batch
+    rng = np.random.default_rng(1)
+    for trial in range(4):
+        ids = np.array([packed.first_batch[m] + int(rng.integers(packed.num_batches[m]))
+                        for m in range(len(dms))])
+        ids[2] = -1 if trial == 3 else ids[2]  # an idle member
+        batch = packed.step(ids, (bucket(packed.shape(ids)[0] + 1), packed.shape(ids)[1]))
+        out = {}
+        for compact in (True, False):
+            net.compact = compact
+            assert (net.compact_cells(batch.input_ids) is None) == (not compact)
+            param = torch.nn.Parameter(layout.stack(models))
+            sums = loss_sums(net, layout, param, batch, "kl", False)
+            (grad,) = torch.autograd.grad(sums.sum(), param)
+            out[compact] = (sums.detach(), grad)
+        torch.testing.assert_close(out[True][0], out[False][0], rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(out[True][1], out[False][1], rtol=1e-10, atol=1e-12)
+        assert out[True][1].abs().sum() > 0
+    net.compact, net.dropout = True, 0.1  # the test's models have no dropout of their own
+    torch.manual_seed(0)
+    param = torch.nn.Parameter(layout.stack(models))
+    sums = loss_sums(net, layout, param, batch, "kl", True)
+    assert torch.isfinite(sums).all() and not torch.equal(sums.detach(), out[True][0])
 
 
 @pytest.mark.parametrize("arch,engine", [("lstm", "stacked"), ("lstm", "loop"),

@@ -162,5 +162,5 @@ class TransformerLanguageModel(LanguageModel):
         :class:`~cfl_lightning.models.stacked_transformer.StackedTransformer`."""
         return StackedTransformer(
             len(self.net.layers.layers), self.num_heads, self.net.dropout.p,
-            self.net.layers.layers[0].norm1.eps,
+            self.net.layers.layers[0].norm1.eps, pad_id=self.pad_id,
         )
