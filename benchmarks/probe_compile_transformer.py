@@ -37,17 +37,14 @@ def timed(fn, n=30):
     return statistics.median(walls) * 1e3, statistics.median(cpus) * 1e3
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--members", type=int, default=4)
-    m = parser.parse_args().members
+def grid_transformers(m: int):
+    """``(datamodules, models, layout, packed)``: m transformer members of the CPU grid
+    (topologies 15 and 38 x counts 250 and 1000 of ``a``, cycled), dropout 0.1, their training
+    corpora packed as the stacked engine packs them (``PackedCorpora``)."""
     import lightning
 
     from cfl_lightning.data import PFADataModule
-    from cfl_lightning.data.batching import collate
-    from cfl_lightning.ensemble import PackedCorpora, ParameterLayout, stacked_network
-    from cfl_lightning.ensemble.step import loss_sums
-    from cfl_lightning.losses import kl_to_automaton_loss
+    from cfl_lightning.ensemble import PackedCorpora, ParameterLayout
     from cfl_lightning.models import TransformerLanguageModel
 
     dms, models = [], []
@@ -62,6 +59,19 @@ def main():
     layout = ParameterLayout.of(models[0])
     packed = PackedCorpora([d.tokenized("train") for d in dms], [d.batches("train") for d in dms],
                            [d.pfsa.next_symbol_probs() for d in dms], dms[0].pad_id)
+    return dms, models, layout, packed
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--members", type=int, default=4)
+    m = parser.parse_args().members
+    from cfl_lightning.data.batching import collate
+    from cfl_lightning.ensemble import stacked_network
+    from cfl_lightning.ensemble.step import loss_sums
+    from cfl_lightning.losses import kl_to_automaton_loss
+
+    dms, models, layout, packed = grid_transformers(m)
     ids = np.array([packed.first_batch[i] + packed.num_batches[i] // 2 for i in range(m)])
     batch = packed.step(ids)
     network = stacked_network(models[0])

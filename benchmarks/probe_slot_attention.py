@@ -96,25 +96,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=15)
     args = parser.parse_args()
     m = args.members
-    import lightning
+    from probe_compile_transformer import grid_transformers
 
-    from cfl_lightning.data import PFADataModule
-    from cfl_lightning.ensemble import PackedCorpora, ParameterLayout, stacked_network
+    from cfl_lightning.ensemble import stacked_network
     from cfl_lightning.ensemble.step import loss_sums
-    from cfl_lightning.models import TransformerLanguageModel
 
-    dms, models = [], []
-    for i in range(m):
-        lightning.seed_everything(0, verbose=False)
-        dm = PFADataModule(generator="random", num_states=50, num_symbols=10,
-                           topology_seed=(15, 38)[i % 2], weight_seed=0, intervention="exact",
-                           event="symbol:a", count=(250, 1000)[(i // 2) % 2], num_strings=500,
-                           seed=0, device="cpu")
-        dms.append(dm)
-        models.append(TransformerLanguageModel(num_symbols=dm.num_symbols, dropout=0.1, lr=0.01))
-    layout = ParameterLayout.of(models[0])
-    packed = PackedCorpora([d.tokenized("train") for d in dms], [d.batches("train") for d in dms],
-                           [d.pfsa.next_symbol_probs() for d in dms], dms[0].pad_id)
+    dms, models, layout, packed = grid_transformers(m)
     dense = stacked_network(models[0])
     dense.compact = False
     slots = slot_attention_network(dense)
