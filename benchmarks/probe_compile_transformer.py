@@ -75,6 +75,7 @@ def main():
     ids = np.array([packed.first_batch[i] + packed.num_batches[i] // 2 for i in range(m)])
     batch = packed.step(ids)
     network = stacked_network(models[0])
+    network.compact = False  # the dense form (what CUDA captures; compile needs no host read)
     param = torch.nn.Parameter(layout.stack(models))
     tokens = int(batch.mask.sum())
     print(f"members {m}, packed batch {tuple(batch.input_ids.shape)}, {tokens} real tokens, 1 thread")

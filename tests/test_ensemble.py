@@ -174,11 +174,26 @@ def test_compact_and_dense_transformer_forms_give_the_same_loss_and_gradients(mo
         torch.testing.assert_close(out[True][0], out[False][0], rtol=1e-12, atol=1e-12)
         torch.testing.assert_close(out[True][1], out[False][1], rtol=1e-10, atol=1e-12)
         assert out[True][1].abs().sum() > 0
-    net.compact, net.dropout = True, 0.1  # the test's models have no dropout of their own
-    torch.manual_seed(0)
-    param = torch.nn.Parameter(layout.stack(models))
-    sums = loss_sums(net, layout, param, batch, "kl", True)
-    assert torch.isfinite(sums).all() and not torch.equal(sums.detach(), out[True][0])
+    net.dropout = 0.1  # the test's models have no dropout of their own
+    seen: list[tuple[int, ...]] = []
+    dropout = torch.nn.functional.dropout
+
+    def recorded(x, p=0.5, training=True, inplace=False):
+        seen.append(tuple(x.shape))
+        return dropout(x, p, training, inplace)
+
+    monkeypatch.setattr(torch.nn.functional, "dropout", recorded)
+    cells = batch.input_ids[0].numel()
+    for compact in (True, False):  # both forms drop out the embedding and every residual branch
+        net.compact, seen[:] = compact, []
+        torch.manual_seed(0)
+        param = torch.nn.Parameter(layout.stack(models))
+        sums = loss_sums(net, layout, param, batch, "kl", True)
+        assert torch.isfinite(sums).all() and not torch.equal(sums.detach(), out[compact][0])
+        assert len(seen) == 1 + 3 * net.num_layers
+        width = net.compact_cells(batch.input_ids).shape[1] if compact else cells
+        assert all(shape[:2] == (len(ids), width) for shape in seen), (seen, width)
+        assert width < cells or not compact
 
 
 @pytest.mark.parametrize("arch,engine", [("lstm", "stacked"), ("lstm", "loop"),

@@ -43,8 +43,9 @@ from cfl_lightning.models.base import sinusoidal_positions
 __all__ = ["StackedTransformer", "COMPACT_FILL"]
 
 #: the compact form is used when its ``[M, N]`` cells are at most this fraction of the packed
-#: layout's (below that its gathers and scatters cost more than the padding it skips; measured
-#: in docs/benchmarks_cpu.md)
+#: layout's (above it the gathers and scatters cost more than the padding they skip). Set between
+#: the two fills measured (docs/benchmarks_cpu.md): 0.49, where compact was faster, and 0.93,
+#: where it was slower; not tuned further.
 COMPACT_FILL = 0.8
 
 
