@@ -1,0 +1,164 @@
+"""The automaton seam: what the rest of the package needs from an automaton.
+
+Every layer above the core (data, metrics, callbacks, results, ensembles, analysis, CLI) talks to
+an automaton through this protocol only: no ``isinstance`` on an automaton class and no read of
+an implementation's tensors outside ``automata/``, ``semiring/`` and ``sampling/``. Two
+implementations: :class:`~cfl_lightning.automata.PFSA` (``kind = "pfsa"``) and the probabilistic
+pushdown automaton (``kind = "pushdown"``).
+
+**Position classes.** The decomposed KL groups the positions of a string by a finite *class*
+that fixes the automaton's next-symbol distribution there: for a PFSA its state, for a
+real-time deterministic pushdown automaton the pair (state, top of stack), named
+``"STATE/TOP"`` (``"STATE/-"`` on the empty stack). ``kl.state`` in ``results.json`` and the batch
+key ``states`` hold classes; ``kl.transition`` is keyed ``"CLASS:SYMBOL"`` (``EOS`` for ending).
+Class names never contain ``:``.
+
+**Events.** An :class:`~cfl_lightning.automata.Event` is a set of (class, symbol) pairs; its
+*table* on an automaton is a ``[C, S]`` int64 tensor counting the occurrences that emitting
+symbol ``s`` from class ``c`` adds (0/1 for every built-in kind). Counting on a corpus is then
+``sum_t table[class_t, symbol_t]`` for every automaton kind.
+
+Sampling is not part of this protocol's methods (the core's floors put ``sampling`` above
+``automata``): :mod:`cfl_lightning.sampling.backend` holds one sampler backend per automaton kind,
+registered by ``kind``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import torch
+from torch import Tensor
+
+if TYPE_CHECKING:
+    from cfl_lightning.automata.events import Event
+
+__all__ = ["Automaton", "expected_event_count"]
+
+
+@runtime_checkable
+class Automaton(Protocol):
+    """A probabilistic automaton over a finite alphabet, seen through its position classes.
+
+    Attributes:
+        kind: the implementation's name, as in the JSON ``"kind"`` field (``"pfsa"`` when absent).
+        alphabet: symbol names, in index order (token ids ``0 .. S-1``; ``EOS = S``).
+        source: where the automaton came from (a file name), for error messages; or ``None``.
+    """
+
+    kind: str
+    alphabet: tuple[str, ...]
+    source: str | None
+
+    @property
+    def num_symbols(self) -> int:
+        """``S``."""
+        ...
+
+    @property
+    def eos(self) -> int:
+        """Index of EOS in next-symbol distributions: ``S``."""
+        ...
+
+    @property
+    def device(self) -> torch.device:
+        """Where the automaton's tensors live."""
+        ...
+
+    def to(self, device: str | torch.device) -> Automaton:
+        """A copy on ``device``."""
+        ...
+
+    # ------------------------------------------------------------------ position classes
+    @property
+    def class_label(self) -> str:
+        """What a class is, for docs and plots: ``"state"`` or ``"state/top"``."""
+        ...
+
+    @property
+    def class_names(self) -> tuple[str, ...]:
+        """``C`` class names in index order (a PFSA's state names)."""
+        ...
+
+    def class_probs(self) -> Tensor:
+        """Next-symbol distribution of every class.
+
+        Returns:
+            ``[C, S + 1]`` float64 on :attr:`device`; column ``S`` is EOS. Rows of classes that
+            can occur sum to one.
+        """
+        ...
+
+    def class_transitions(self) -> Tensor:
+        """Which (class, symbol) transitions exist (the keys of ``kl.transition``).
+
+        Returns:
+            ``[C, S + 1]`` bool: a symbol transition defined at the class (zero-weight ones
+            included), and the EOS column where ending has positive weight.
+        """
+        ...
+
+    def expected_class_visits(self) -> Tensor:
+        """Expected number of positions per string in each class (the weighted reading's weights).
+
+        Returns:
+            ``[C]`` float64; a PFSA's :meth:`~cfl_lightning.automata.PFSA.expected_visits`.
+        """
+        ...
+
+    def expected_length(self) -> float:
+        """Expected number of symbols per string."""
+        ...
+
+    def annotate(
+        self, tokens: Tensor, offsets: Tensor, device: torch.device | str | None = None
+    ) -> Tensor:
+        """The class of every position of a flat corpus.
+
+        Args:
+            tokens: ``[L]`` int64 symbol ids, string after string.
+            offsets: ``[K + 1]`` int64; string ``k`` is ``tokens[offsets[k]:offsets[k+1]]``.
+            device: where to run (default: the CPU); the result stays there.
+
+        Returns:
+            ``[L + K]`` int64: for string ``k`` of length ``n`` the ``n + 1`` classes before each
+            of its symbols and before its end, at ``offsets[k] + k ... offsets[k] + k + n``.
+
+        Raises:
+            CflError: a symbol id is out of range, or a string leaves the automaton's support
+                (one line naming the string and the symbol position).
+        """
+        ...
+
+    # ------------------------------------------------------------------ events
+    def event_table(self, event: Event) -> Tensor:
+        """Occurrences of ``event`` added by each (class, symbol) step.
+
+        Returns:
+            ``[C, S]`` int64 on :attr:`device`, zero where no transition exists.
+
+        Raises:
+            EventError: an unknown name, or an event kind this automaton does not have.
+        """
+        ...
+
+    # ------------------------------------------------------------------ interchange
+    def validate(self) -> None:
+        """Raise the kind's error (one line naming the place) if the automaton is malformed."""
+        ...
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (a public interface: see docs/reference.md)."""
+        ...
+
+    def to_json(self, path: str | os.PathLike) -> None:
+        """Write the JSON form atomically (temporary file, then rename)."""
+        ...
+
+
+def expected_event_count(automaton: Automaton, event: Event) -> float:
+    """Expected occurrences of ``event`` per string, ``sum_(c,s) visits(c) p(s | c) table(c, s)``."""
+    visits = automaton.expected_class_visits()
+    probs = automaton.class_probs()[:, : automaton.num_symbols]
+    return float((visits[:, None] * probs * automaton.event_table(event)).sum())

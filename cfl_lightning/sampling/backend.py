@@ -1,0 +1,118 @@
+"""Sampler backends: one per automaton kind, registered by the automaton's ``kind``.
+
+The intervention samplers (:func:`~cfl_lightning.sampling.draw`) are generic: the corpus split
+(:func:`~cfl_lightning.sampling.counts.split_exact`, ``split_at_least``, the at-least-once
+subset) needs only an event's *per-string count law*, and the last step needs *generation
+conditioned on a per-string count*. A backend supplies those two, plus unconstrained sampling,
+for one kind of automaton (:class:`~cfl_lightning.automata.protocol.Automaton`):
+
+* ``"pfsa"``: backward bins of the binning-lifted automaton and the conditioned walk;
+* ``"pushdown"``: the count law as the start symbol's value in the binning semiring over the
+  automaton's excursions (a polynomial fixed point), and top-down conditioned generation.
+
+Adding an automaton kind: implement the protocol in ``automata/``, a backend here, and
+``register_backend(kind, factory)`` in the module that defines the backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
+
+import torch
+from torch import Tensor
+
+from cfl_lightning.errors import CflError
+
+if TYPE_CHECKING:
+    from cfl_lightning.automata.events import Event
+    from cfl_lightning.automata.protocol import Automaton
+    from cfl_lightning.progress import Progress
+    from cfl_lightning.sampling.corpus import Corpus
+    from cfl_lightning.sampling.counts import CountLaw
+
+__all__ = ["EventCounts", "SamplerBackend", "register_backend", "backend_for", "backend_kinds"]
+
+
+class EventCounts(Protocol):
+    """One event's per-string occurrence counts on one automaton (built once, reused)."""
+
+    def law(self, upto: int) -> CountLaw:
+        """The complete per-string count law on ``0 .. upto`` (log pmf, float64)."""
+        ...
+
+    def law_for_total(self, num_strings: int, total: int) -> CountLaw:
+        """The count law as far as an exact corpus total ``total`` over ``K`` strings needs.
+
+        A backend may stop below ``total`` where the law tilted to the mean ``total / K`` has a
+        negligible tail beyond its window (certified), else it returns :meth:`law` up to ``total``.
+        """
+        ...
+
+    def generate(
+        self,
+        budgets: Tensor,
+        generator: torch.Generator,
+        *,
+        at_least: bool = False,
+        progress: Progress | None = None,
+    ) -> Corpus:
+        """One string per budget, from the automaton conditioned on its count.
+
+        Args:
+            budgets: ``[K]`` int64 per-string counts.
+            generator: random stream on the automaton's device.
+            at_least: string ``k`` has at least ``budgets[k]`` occurrences instead of exactly.
+            progress: optional progress reporter.
+
+        Returns:
+            The corpus; ``counts`` holds every string's realized count.
+        """
+        ...
+
+
+class SamplerBackend(Protocol):
+    """Unconstrained sampling and count sources for one automaton."""
+
+    def unconstrained(
+        self,
+        num_strings: int,
+        generator: torch.Generator,
+        *,
+        event: Event | None = None,
+        progress: Progress | None = None,
+    ) -> Corpus:
+        """``K`` i.i.d. strings (ancestral sampling); realized counts recorded with an event."""
+        ...
+
+    def event_counts(self, event: Event) -> EventCounts:
+        """The count source of ``event`` (raises ``EventError`` for a bad event)."""
+        ...
+
+
+_BACKENDS: dict[str, Callable[[Automaton], SamplerBackend]] = {}
+
+
+def register_backend(kind: str, factory: Callable[[Automaton], SamplerBackend]) -> None:
+    """Register the sampler backend of automata whose ``kind`` is ``kind``."""
+    _BACKENDS[kind] = factory
+
+
+def backend_kinds() -> tuple[str, ...]:
+    """The automaton kinds that have a sampler backend."""
+    return tuple(_BACKENDS)
+
+
+def backend_for(automaton: Automaton) -> SamplerBackend:
+    """The sampler backend of ``automaton`` (by its ``kind``).
+
+    Raises:
+        CflError: no backend is registered for the automaton's kind.
+    """
+    factory = _BACKENDS.get(automaton.kind)
+    if factory is None:
+        raise CflError(
+            f"no sampler for automata of kind {automaton.kind!r} "
+            f"(known: {', '.join(sorted(_BACKENDS)) or 'none'})"
+        )
+    return factory(automaton)
