@@ -1,6 +1,8 @@
 """Which exact counts the v2 causal topologies admit (500-string corpora), before any training.
 
-    python sweeps/headline/v2/check_counts.py
+    python sweeps/headline/v2/check_counts.py [WEIGHT_SEED]
+
+(``WEIGHT_SEED`` defaults to 0, version 2's weightings; version 3's replication uses 1.)
 
 For each topology of the v2 causal arm and each target (``symbol:a``; ``state:q1`` for the
 state-level half), the per-string count law's support near 0 (its minimum ``low`` and lattice
@@ -31,11 +33,11 @@ TARGETS = ["symbol:a", "state:q1"]
 K = 500
 
 
-def main() -> int:
-    print("new topologies:", NEW)
+def main(weight_seed: int = 0) -> int:
+    print("new topologies:", NEW, "weight seed:", weight_seed)
     bad = 0
     for topology in V1 + NEW:
-        pfsa = random_pfsa(50, 10, topology, 0)
+        pfsa = random_pfsa(50, 10, topology, weight_seed)
         for target in TARGETS:
             fn = Event.parse(target).function(pfsa)
             law = CountLaw(CountSource(pfsa, fn).law(256)[0])
@@ -52,4 +54,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(int(sys.argv[1]) if len(sys.argv) > 1 else 0))
