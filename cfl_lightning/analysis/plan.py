@@ -35,6 +35,24 @@ mean per automaton, :mod:`cfl_lightning.analysis.pooling`):
   (:func:`~cfl_lightning.analysis.aggregate.gap_kind`: a difference for per-symbol and
   per-transition values, else a ratio; Welch / delta method).
 
+Options of a contrast (the re-analysis views, each labelled in the output):
+
+* ``view: per_run`` (bins and gaps): every (run, target) pair weighted equally, as the paper
+  plots, instead of one mean per automaton (the default ``view: topology``);
+* ``expect: equivalent`` with ``margin: d`` (bin differences and gaps): two one-sided tests at
+  5% each -- *equivalent* when the 90% interval lies inside ``+- d`` times the second operand's
+  mean (a difference) or inside ``1 +- d`` (a ratio), *not equivalent* when the 95% interval
+  excludes "no effect", else *not resolved*;
+* ``predicts: above|below`` (gaps): labels a resolved gap *with* the stated prediction (on that
+  side of "no gap") or *against* it;
+* ``reweight: count`` (gaps, weighted reading ``kl_target`` only): every causal run's value is
+  its ``kl_target_unweighted`` times ``N / K`` (the weight a correlational pair at count ``N``
+  carries in effect), an explanation of the measure; under other measures the contrast is
+  ``n/a``.
+
+A plan-level ``per_run_view: true`` adds, per measure and architecture, the bins as the paper
+plots them (pairs weighted equally, mean +- 1 standard error).
+
 Decision rule of a contrast (``expect``): ``above`` (``below``) -- *reproduced* when the whole
 interval lies above (below) "no effect" (0, or 1 for a ratio), *not reproduced* when it lies on
 the other side, *not resolved* when it holds "no effect" or there is no interval; ``nonzero``
@@ -50,7 +68,7 @@ import math
 import os
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cfl_lightning.analysis.pooling import cluster_means
@@ -75,12 +93,16 @@ __all__ = [
     "load_plan",
     "parse_plan",
     "decide",
+    "direction",
     "combine",
     "evaluate_plan",
 ]
 
-EXPECTATIONS = ("above", "below", "nonzero")
+EXPECTATIONS = ("above", "below", "nonzero", "equivalent")
 VERDICTS = ("reproduced", "not reproduced", "not resolved")
+EQUIVALENCE_VERDICTS = {"equivalent": "reproduced", "not equivalent": "not reproduced"}
+VIEWS = ("topology", "per_run")
+INNER_LEVEL = 0.90  # two one-sided tests at 5% each
 CONTRAST_KINDS = ("bin_difference", "count_difference", "gap")
 RULES = ("all", "any")
 DEFAULT_MEASURES = ("kl_target_unweighted", "kl_target")
@@ -95,6 +117,10 @@ class Contrast:
     kind: str
     operands: tuple[float, ...]
     expect: str
+    view: str = "topology"
+    margin: float | None = None
+    predicts: str | None = None
+    reweight: bool = False
 
 
 @dataclass(frozen=True)
@@ -119,6 +145,7 @@ class Plan:
     counts: tuple[float, ...]
     contrasts: tuple[Contrast, ...]
     claims: tuple[Claim, ...]
+    per_run_view: bool = False
 
 
 @dataclass(frozen=True)
@@ -139,6 +166,9 @@ class Estimate:
     pairs_other: int | None = None
     kind: str = "mean"
     reference: float = 0.0
+    # equivalence contrasts: the 90% interval and the margin's bounds
+    inner: tuple[float, float] | None = None
+    bounds: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -152,6 +182,7 @@ class PlanResult:
     contrasts: dict[tuple[str, str, str], Estimate]
     contrast_verdicts: dict[tuple[str, str, str], str]
     claim_verdicts: dict[tuple[str, str, str], str]
+    per_run_bins: dict[tuple[str, str, float], tuple[float, float, int]] | None = None
 
 
 # --------------------------------------------------------------------------- reading
@@ -209,7 +240,31 @@ def _contrast(item: Any, plan: Mapping[str, Any], where: str) -> Contrast:
             f"{where}: contrast {name}: expect must be one of {', '.join(EXPECTATIONS)}, "
             f"got {expect!r}"
         )
-    return Contrast(name, kind, operands, expect)
+    return Contrast(name, kind, operands, expect, **_options(item, kind, expect, where))
+
+
+def _options(item: Mapping[str, Any], kind: str, expect: str, where: str) -> dict[str, Any]:
+    """A contrast's re-analysis options (module docstring), checked."""
+    name = item["name"]
+    view = item.get("view", "topology")
+    if view not in VIEWS or (view == "per_run" and kind == "count_difference"):
+        raise CflError(f"{where}: contrast {name}: view must be topology or per_run "
+                       f"(per_run: bins and gaps only), got {view!r}")
+    margin = item.get("margin")
+    if (expect == "equivalent") != (margin is not None):
+        raise CflError(f"{where}: contrast {name}: expect: equivalent and margin go together")
+    if margin is not None and (isinstance(margin, bool) or not isinstance(margin, (int, float))
+                               or not 0 < margin < 1 or kind == "count_difference"):
+        raise CflError(f"{where}: contrast {name}: margin: expected a number in (0, 1) on a "
+                       f"bin difference or a gap, got {margin!r}")
+    predicts = item.get("predicts")
+    if predicts not in (None, "above", "below") or (predicts and kind != "gap"):
+        raise CflError(f"{where}: contrast {name}: predicts: above or below, on a gap only")
+    reweight = item.get("reweight")
+    if reweight not in (None, "count") or (reweight and kind != "gap"):
+        raise CflError(f"{where}: contrast {name}: reweight: count, on a gap only")
+    return {"view": view, "margin": None if margin is None else float(margin),
+            "predicts": predicts, "reweight": reweight == "count"}
 
 
 def _claim(item: Any, names: set[str], where: str) -> Claim:
@@ -265,6 +320,7 @@ def parse_plan(data: Any, where: str = "plan") -> Plan:
         counts=checked["counts"],
         contrasts=contrasts,
         claims=tuple(_claim(c, set(names), where) for c in data.get("claims") or []),
+        per_run_view=bool(data.get("per_run_view", False)),
     )
 
 
@@ -276,6 +332,12 @@ def decide(estimate: Estimate, expect: str) -> str:
     low, high, ref = estimate.low, estimate.high, estimate.reference
     if not (math.isfinite(low) and math.isfinite(high)):
         return "not resolved"
+    if expect == "equivalent":
+        assert estimate.inner is not None and estimate.bounds is not None
+        (lo90, hi90), (lo_m, hi_m) = estimate.inner, estimate.bounds
+        if lo_m <= lo90 and hi90 <= hi_m:
+            return "equivalent"
+        return "not equivalent" if low > ref or high < ref else "not resolved"
     if expect == "nonzero":
         return "reproduced" if low > ref or high < ref else "not resolved"
     expected = low > ref if expect == "above" else high < ref
@@ -283,8 +345,20 @@ def decide(estimate: Estimate, expect: str) -> str:
     return "reproduced" if expected else "not reproduced" if opposite else "not resolved"
 
 
+def direction(estimate: Estimate, predicts: str | None) -> str:
+    """A gap's side against a stated prediction: ``with``, ``against``, or ``–`` (no
+    prediction, or the interval holds "no gap")."""
+    low, high, ref = estimate.low, estimate.high, estimate.reference
+    if predicts is None or not (low > ref or high < ref):
+        return "–"
+    above = low > ref
+    return "with" if above == (predicts == "above") else "against"
+
+
 def combine(verdicts: Sequence[str], rule: str = "all") -> str:
-    """A claim's verdict from its contrasts' (module docstring)."""
+    """A claim's verdict from its contrasts' (module docstring); an equivalence contrast counts
+    as reproduced when equivalent and as not reproduced when not equivalent."""
+    verdicts = [EQUIVALENCE_VERDICTS.get(v, v) for v in verdicts]
     if rule == "all":
         if all(v == "reproduced" for v in verdicts):
             return "reproduced"
@@ -299,32 +373,40 @@ def combine(verdicts: Sequence[str], rule: str = "all") -> str:
 
 @dataclass(frozen=True)
 class _Arms:
-    """One model's values under one measure: correlational ``[(x, value, automaton)]`` and
-    causal ``{count: {automaton: [values]}}``."""
+    """One model's values under one measure: correlational ``[(x, value, automaton)]``, causal
+    ``{count: {automaton: [values]}}`` and, under ``kl_target``, the causal values re-weighted
+    by ``N / K`` (``reweighted``, same layout)."""
 
     corr: list[tuple[float, float, str]]
     causal: dict[float, dict[str, list[float]]]
+    reweighted: dict[float, dict[str, list[float]]] = field(default_factory=dict)
 
-    def bin(self, low: float, high: float) -> tuple[list[float], int]:
-        inside = [(v, a) for x, v, a in self.corr if low <= x < high]
+    def _pairs(self, low: float, high: float, closed: bool, per_run: bool) -> tuple[list, int]:
+        inside = [(v, a) for x, v, a in self.corr if low <= x < high or (closed and x == high)]
+        if per_run:
+            return [v for v, _ in inside], len(inside)
         return cluster_means([v for v, _ in inside], [a for _, a in inside])
 
-    def near(self, count: float) -> tuple[list[float], int]:
-        low, high = count / GAP_FACTOR, count * GAP_FACTOR
-        inside = [(v, a) for x, v, a in self.corr if low <= x <= high]
-        return cluster_means([v for v, _ in inside], [a for _, a in inside])
+    def bin(self, low: float, high: float, per_run: bool = False) -> tuple[list[float], int]:
+        return self._pairs(low, high, False, per_run)
 
-    def at(self, count: float) -> dict[str, float]:
+    def near(self, count: float, per_run: bool = False) -> tuple[list[float], int]:
+        return self._pairs(count / GAP_FACTOR, count * GAP_FACTOR, True, per_run)
+
+    def at(self, count: float, reweighted: bool = False) -> dict[str, float]:
         """One value per automaton at a causal count (the mean of its pairs)."""
+        table = self.reweighted if reweighted else self.causal
         return {a: cluster_means(v, [a] * len(v))[0][0] for a, v in
-                self.causal.get(count, {}).items()}
+                table.get(count, {}).items()}
 
 
 def _arms(records: Iterable[RunRecord], measure: str, causal: str) -> dict[str, _Arms]:
     """Per model, the runs' values; a correlational run's x is its realized count, or (for an
     at-least-once causal arm) its realized number of strings containing the target."""
     corr: dict[str, list] = defaultdict(list)
-    counts: dict[str, dict] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
+    nested = lambda: defaultdict(lambda: defaultdict(list))  # noqa: E731
+    counts: dict[str, dict] = defaultdict(nested)
+    reweighted: dict[str, dict] = defaultdict(nested)
     strings = causal == SETTINGS["at_least_once"]
     for r in records:
         value = getattr(r, measure)
@@ -335,7 +417,11 @@ def _arms(records: Iterable[RunRecord], measure: str, causal: str) -> dict[str, 
             corr[r.model].append((float(x), value, r.automaton_id))
         elif r.setting == causal and r.count is not None:
             counts[r.model][float(r.count)][r.automaton_id].append(value)
-    return {m: _Arms(corr.get(m, []), counts.get(m, {})) for m in {*corr, *counts}}
+            if measure == "kl_target" and r.kl_target_unweighted is not None and r.num_strings:
+                reweighted[r.model][float(r.count)][r.automaton_id].append(
+                    r.kl_target_unweighted * r.count / r.num_strings)
+    return {m: _Arms(corr.get(m, []), counts.get(m, {}), reweighted.get(m, {}))
+            for m in {*corr, *counts}}
 
 
 def _mean(values: Sequence[float], pairs: int) -> Estimate:
@@ -343,25 +429,45 @@ def _mean(values: Sequence[float], pairs: int) -> Estimate:
     return Estimate(mean, *t_interval(values), n=n, pairs=pairs)
 
 
-def _contrast_value(arms: _Arms, contrast: Contrast, plan: Plan, kind: str) -> Estimate:
+def _contrast_value(
+    arms: _Arms, contrast: Contrast, plan: Plan, kind: str, measure: str
+) -> Estimate:
     """One contrast of one model (module docstring)."""
     if contrast.kind == "count_difference":
         first, second = (arms.at(c) for c in contrast.operands)
         paired = [first[a] - second[a] for a in first if a in second]
         mean, _, n = mean_sem(paired)
         return Estimate(mean, *t_interval(paired), n=n, pairs=n, kind="paired")
+    per_run = contrast.view == "per_run"
     if contrast.kind == "bin_difference":
         edges = dict(zip(plan.bins, plan.bins[1:]))
-        (a, pa), (b, pb) = (arms.bin(e, edges[e]) for e in contrast.operands)
-        gap = gap_interval(a, b, "difference")
-        return Estimate(gap.value, gap.low, gap.high, gap.n_causal, pa, gap.n_corr, pb,
-                        kind="difference")
+        (a, pa), (b, pb) = (arms.bin(e, edges[e], per_run) for e in contrast.operands)
+        return _two_sample(a, b, "difference", pa, pb, contrast.margin)
     count = contrast.operands[0]
-    causal = list(arms.at(count).values())
-    near, pairs = arms.near(count)
-    gap = gap_interval(causal, near, kind)
-    return Estimate(gap.value, gap.low, gap.high, gap.n_causal, gap.n_causal, gap.n_corr,
-                    pairs, kind=kind, reference=no_gap(kind))
+    if contrast.reweight and measure != "kl_target":  # n/a: the re-weighting is of kl_target
+        return Estimate(math.nan, math.nan, math.nan, 0, 0, kind=kind, reference=no_gap(kind))
+    causal = list(arms.at(count, contrast.reweight).values())
+    b, pb = arms.near(count, per_run)
+    return _two_sample(causal, b, kind, len(causal), pb, contrast.margin)
+
+
+def _two_sample(
+    a: list[float], b: list[float], kind: str, pa: int, pb: int, margin: float | None = None
+) -> Estimate:
+    """``a`` against ``b`` (independent automata): a difference (Welch) or a ratio (delta
+    method), 95%; with a ``margin``, also the 90% interval and the equivalence bounds."""
+    gap = gap_interval(a, b, kind)
+    estimate = Estimate(gap.value, gap.low, gap.high, gap.n_causal, pa, gap.n_corr, pb,
+                        kind=kind, reference=no_gap(kind))
+    if margin is None:
+        return estimate
+    inner = gap_interval(a, b, kind, level=INNER_LEVEL)
+    if kind == "ratio":
+        bounds = (1.0 - margin, 1.0 + margin)
+    else:
+        level = abs(mean_sem(b)[0])
+        bounds = (-margin * level, margin * level)
+    return replace(estimate, inner=(inner.low, inner.high), bounds=bounds)
 
 
 def evaluate_plan(records: Iterable[RunRecord], plan: Plan) -> PlanResult:
@@ -386,13 +492,17 @@ def evaluate_plan(records: Iterable[RunRecord], plan: Plan) -> PlanResult:
     best = split_by_visits(best, plan.min_visits).kept
     if not best:
         raise CflError(f"no runs about the plan's target {plan.target}")
-    out: dict[str, dict] = {k: {} for k in ("bins", "counts", "contrasts", "cv", "claims")}
+    out: dict[str, dict] = {
+        k: {} for k in ("bins", "counts", "contrasts", "cv", "claims", "per_run")
+    }
     models = sorted({r.model for r in best})
     for measure in plan.measures:
         kind = gap_kind(measure, plan.target, [getattr(r, measure) for r in best])
         for model, arms in _arms(best, measure, plan.causal).items():
             for low, high in zip(plan.bins, plan.bins[1:]):
                 out["bins"][(measure, model, low)] = _mean(*arms.bin(low, high))
+                if plan.per_run_view:
+                    out["per_run"][(measure, model, low)] = mean_sem(arms.bin(low, high, True)[0])
             for count in plan.counts:
                 values = arms.causal.get(count, {})
                 out["counts"][(measure, model, count)] = _mean(
@@ -400,10 +510,14 @@ def evaluate_plan(records: Iterable[RunRecord], plan: Plan) -> PlanResult:
                 )
             for contrast in plan.contrasts:
                 key = (measure, model, contrast.name)
-                out["contrasts"][key] = estimate = _contrast_value(arms, contrast, plan, kind)
-                out["cv"][key] = decide(estimate, contrast.expect)
+                estimate = _contrast_value(arms, contrast, plan, kind, measure)
+                out["contrasts"][key] = estimate
+                out["cv"][key] = ("n/a" if contrast.reweight and measure != "kl_target"
+                                  else decide(estimate, contrast.expect))
             for claim in plan.claims:
-                verdicts = [out["cv"][(measure, model, c)] for c in claim.contrasts]
-                out["claims"][(measure, model, claim.name)] = combine(verdicts, claim.rule)
+                verdicts = [out["cv"][(measure, model, c)] for c in claim.contrasts
+                            if out["cv"][(measure, model, c)] != "n/a"]
+                out["claims"][(measure, model, claim.name)] = (
+                    combine(verdicts, claim.rule) if verdicts else "n/a")
     return PlanResult(plan, tuple(models), out["bins"], out["counts"], out["contrasts"],
-                      out["cv"], out["claims"])
+                      out["cv"], out["claims"], out["per_run"] if plan.per_run_view else None)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from cfl_lightning.analysis.plan import Estimate, PlanResult
+from cfl_lightning.analysis.plan import Estimate, PlanResult, direction
 from cfl_lightning.analysis.pooling import is_pooled
 
 __all__ = ["format_plan", "number", "interval"]
@@ -37,15 +37,24 @@ def _n(e: Estimate, pooled: bool) -> str:
 
 def _what(contrast, estimate: Estimate) -> str:
     a = contrast.operands
+    view = ", per-run view" if contrast.view == "per_run" else ""
     if contrast.kind == "bin_difference":
-        return f"{contrast.name}: bin {a[0]:g} - bin {a[1]:g}"
+        return f"{contrast.name}: bin {a[0]:g} - bin {a[1]:g}{view}"
     if contrast.kind == "count_difference":
         return f"{contrast.name}: N {a[0]:g} - N {a[1]:g} (paired)"
-    return f"{contrast.name}: gap at N {a[0]:g} ({estimate.kind})"
+    weight = ", causal re-weighted by N/K (explains the measure)" if contrast.reweight else ""
+    return f"{contrast.name}: gap at N {a[0]:g} ({estimate.kind}{view}{weight})"
 
 
 def _expected(contrast, estimate: Estimate) -> str:
     ref = f"{estimate.reference:g}"
+    if contrast.expect == "equivalent" and estimate.bounds is not None:
+        low, high = estimate.bounds
+        inner = estimate.inner or (math.nan, math.nan)
+        return (f"90% [{number(inner[0])}, {number(inner[1])}] inside "
+                f"[{number(low)}, {number(high)}] (margin {contrast.margin:g})")
+    if contrast.predicts:
+        return f"not {ref}; predicted {contrast.predicts}: {direction(estimate, contrast.predicts)}"
     return f"not {ref}" if contrast.expect == "nonzero" else f"{contrast.expect} {ref}"
 
 
@@ -76,6 +85,18 @@ def _contrasts(result: PlanResult, measure: str, model: str, pooled: bool) -> li
     return lines
 
 
+def _per_run(result: PlanResult, measure: str, model: str) -> list[str]:
+    """The bins as the paper plots them: every pair weighted equally, mean +- 1 SE."""
+    plan, lines = result.plan, ["", "per-run view (secondary: every (run, target) pair weighted "
+                                "equally, as the paper plots; mean +- 1 standard error)", "",
+                                "| correlational bin | pairs | mean | +- 1 SE |", "|---|---|---|---|"]
+    assert result.per_run_bins is not None
+    for low, high in zip(plan.bins, plan.bins[1:]):
+        mean, sem, n = result.per_run_bins[(measure, model, low)]
+        lines.append(f"| [{low:g}, {high:g}) | {n} | {number(mean)} | {number(sem)} |")
+    return lines
+
+
 def format_plan(result: PlanResult) -> str:
     """The plan's tables and verdict as Markdown (one string, ending in a newline)."""
     plan = result.plan
@@ -88,6 +109,8 @@ def format_plan(result: PlanResult) -> str:
         for model in result.models:
             lines.append(f"\n### {_label(model)}")
             lines += _means(result, measure, model, pooled)
+            if result.per_run_bins is not None:
+                lines += _per_run(result, measure, model)
             lines += _contrasts(result, measure, model, pooled)
     if plan.claims:
         models = [_label(m) for m in result.models]
