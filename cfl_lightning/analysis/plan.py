@@ -50,6 +50,8 @@ Options of a contrast (the re-analysis views, each labelled in the output):
   carries in effect), an explanation of the measure; under other measures the contrast is
   ``n/a``.
 
+A plan-level ``level`` (default 0.95) sets every interval's coverage (``analyze --level``
+overrides it: a sensitivity check, the plan's own level being what it pre-registered).
 A plan-level ``per_run_view: true`` adds, per measure and architecture, the bins as the paper
 plots them (pairs weighted equally, mean +- 1 standard error).
 
@@ -75,6 +77,7 @@ from cfl_lightning.analysis.pooling import cluster_means
 from cfl_lightning.analysis.records import METRICS, SETTINGS, RunRecord
 from cfl_lightning.analysis.stats import (
     GAP_FACTOR,
+    LEVEL,
     gap_interval,
     mean_sem,
     no_gap,
@@ -102,7 +105,6 @@ EXPECTATIONS = ("above", "below", "nonzero", "equivalent")
 VERDICTS = ("reproduced", "not reproduced", "not resolved")
 EQUIVALENCE_VERDICTS = {"equivalent": "reproduced", "not equivalent": "not reproduced"}
 VIEWS = ("topology", "per_run")
-INNER_LEVEL = 0.90  # two one-sided tests at 5% each
 CONTRAST_KINDS = ("bin_difference", "count_difference", "gap")
 RULES = ("all", "any")
 DEFAULT_MEASURES = ("kl_target_unweighted", "kl_target")
@@ -146,6 +148,7 @@ class Plan:
     contrasts: tuple[Contrast, ...]
     claims: tuple[Claim, ...]
     per_run_view: bool = False
+    level: float = LEVEL
 
 
 @dataclass(frozen=True)
@@ -321,7 +324,14 @@ def parse_plan(data: Any, where: str = "plan") -> Plan:
         contrasts=contrasts,
         claims=tuple(_claim(c, set(names), where) for c in data.get("claims") or []),
         per_run_view=bool(data.get("per_run_view", False)),
+        level=_level(data.get("level", LEVEL), where),
     )
+
+
+def _level(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.5 < value < 1:
+        raise CflError(f"{where}: level: expected a coverage in (0.5, 1), got {value!r}")
+    return float(value)
 
 
 # --------------------------------------------------------------------------- deciding
@@ -424,9 +434,9 @@ def _arms(records: Iterable[RunRecord], measure: str, causal: str) -> dict[str, 
             for m in {*corr, *counts}}
 
 
-def _mean(values: Sequence[float], pairs: int) -> Estimate:
+def _mean(values: Sequence[float], pairs: int, level: float) -> Estimate:
     mean, _, n = mean_sem(values)
-    return Estimate(mean, *t_interval(values), n=n, pairs=pairs)
+    return Estimate(mean, *t_interval(values, level), n=n, pairs=pairs)
 
 
 def _contrast_value(
@@ -437,31 +447,33 @@ def _contrast_value(
         first, second = (arms.at(c) for c in contrast.operands)
         paired = [first[a] - second[a] for a in first if a in second]
         mean, _, n = mean_sem(paired)
-        return Estimate(mean, *t_interval(paired), n=n, pairs=n, kind="paired")
+        return Estimate(mean, *t_interval(paired, plan.level), n=n, pairs=n, kind="paired")
     per_run = contrast.view == "per_run"
     if contrast.kind == "bin_difference":
         edges = dict(zip(plan.bins, plan.bins[1:]))
         (a, pa), (b, pb) = (arms.bin(e, edges[e], per_run) for e in contrast.operands)
-        return _two_sample(a, b, "difference", pa, pb, contrast.margin)
+        return _two_sample(a, b, "difference", pa, pb, plan.level, contrast.margin)
     count = contrast.operands[0]
     if contrast.reweight and measure != "kl_target":  # n/a: the re-weighting is of kl_target
         return Estimate(math.nan, math.nan, math.nan, 0, 0, kind=kind, reference=no_gap(kind))
     causal = list(arms.at(count, contrast.reweight).values())
     b, pb = arms.near(count, per_run)
-    return _two_sample(causal, b, kind, len(causal), pb, contrast.margin)
+    return _two_sample(causal, b, kind, len(causal), pb, plan.level, contrast.margin)
 
 
 def _two_sample(
-    a: list[float], b: list[float], kind: str, pa: int, pb: int, margin: float | None = None
+    a: list[float], b: list[float], kind: str, pa: int, pb: int, level: float,
+    margin: float | None = None,
 ) -> Estimate:
     """``a`` against ``b`` (independent automata): a difference (Welch) or a ratio (delta
-    method), 95%; with a ``margin``, also the 90% interval and the equivalence bounds."""
-    gap = gap_interval(a, b, kind)
+    method) at ``level``; with a ``margin``, also the ``2 level - 1`` interval (two one-sided
+    tests, 90% at 95%) and the equivalence bounds."""
+    gap = gap_interval(a, b, kind, level)
     estimate = Estimate(gap.value, gap.low, gap.high, gap.n_causal, pa, gap.n_corr, pb,
                         kind=kind, reference=no_gap(kind))
     if margin is None:
         return estimate
-    inner = gap_interval(a, b, kind, level=INNER_LEVEL)
+    inner = gap_interval(a, b, kind, level=2.0 * level - 1.0)
     if kind == "ratio":
         bounds = (1.0 - margin, 1.0 + margin)
     else:
@@ -500,13 +512,14 @@ def evaluate_plan(records: Iterable[RunRecord], plan: Plan) -> PlanResult:
         kind = gap_kind(measure, plan.target, [getattr(r, measure) for r in best])
         for model, arms in _arms(best, measure, plan.causal).items():
             for low, high in zip(plan.bins, plan.bins[1:]):
-                out["bins"][(measure, model, low)] = _mean(*arms.bin(low, high))
+                out["bins"][(measure, model, low)] = _mean(*arms.bin(low, high), plan.level)
                 if plan.per_run_view:
                     out["per_run"][(measure, model, low)] = mean_sem(arms.bin(low, high, True)[0])
             for count in plan.counts:
                 values = arms.causal.get(count, {})
                 out["counts"][(measure, model, count)] = _mean(
-                    list(arms.at(count).values()), sum(len(v) for v in values.values())
+                    list(arms.at(count).values()), sum(len(v) for v in values.values()),
+                    plan.level,
                 )
             for contrast in plan.contrasts:
                 key = (measure, model, contrast.name)

@@ -35,6 +35,11 @@ def _n(e: Estimate, pooled: bool) -> str:
     return f"{n} ({pairs} pairs)"
 
 
+def _pct(result: PlanResult) -> str:
+    """The plan's coverage as a percentage (``95%``)."""
+    return f"{100 * result.plan.level:g}%"
+
+
 def _what(contrast, estimate: Estimate) -> str:
     a = contrast.operands
     view = ", per-run view" if contrast.view == "per_run" else ""
@@ -46,12 +51,12 @@ def _what(contrast, estimate: Estimate) -> str:
     return f"{contrast.name}: gap at N {a[0]:g} ({estimate.kind}{view}{weight})"
 
 
-def _expected(contrast, estimate: Estimate) -> str:
+def _expected(contrast, estimate: Estimate, level: float) -> str:
     ref = f"{estimate.reference:g}"
     if contrast.expect == "equivalent" and estimate.bounds is not None:
         low, high = estimate.bounds
         inner = estimate.inner or (math.nan, math.nan)
-        return (f"90% [{number(inner[0])}, {number(inner[1])}] inside "
+        return (f"{200 * level - 100:g}% [{number(inner[0])}, {number(inner[1])}] inside "
                 f"[{number(low)}, {number(high)}] (margin {contrast.margin:g})")
     if contrast.predicts:
         return f"not {ref}; predicted {contrast.predicts}: {direction(estimate, contrast.predicts)}"
@@ -60,7 +65,7 @@ def _expected(contrast, estimate: Estimate) -> str:
 
 def _means(result: PlanResult, measure: str, model: str, pooled: bool) -> list[str]:
     plan, lines = result.plan, []
-    head = "| {} | n{} | mean | 95% interval |"
+    head = "| {} | n{} | mean | " + _pct(result) + " interval |"
     rule = "|---|---|---|---|"
     for title, keys, table in (
         ("correlational bin", list(zip(plan.bins, plan.bins[1:])), result.bins),
@@ -75,13 +80,13 @@ def _means(result: PlanResult, measure: str, model: str, pooled: bool) -> list[s
 
 
 def _contrasts(result: PlanResult, measure: str, model: str, pooled: bool) -> list[str]:
-    lines = ["", "| contrast | n | estimate | 95% interval | expected | verdict |",
+    lines = ["", f"| contrast | n | estimate | {_pct(result)} interval | expected | verdict |",
              "|---|---|---|---|---|---|"]
     for c in result.plan.contrasts:
         e = result.contrasts[(measure, model, c.name)]
         verdict = result.contrast_verdicts[(measure, model, c.name)]
         lines.append(f"| {_what(c, e)} | {_n(e, pooled)} | {number(e.value)} | {interval(e)} | "
-                     f"{_expected(c, e)} | {verdict} |")
+                     f"{_expected(c, e, result.plan.level)} | {verdict} |")
     return lines
 
 

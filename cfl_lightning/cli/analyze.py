@@ -142,6 +142,15 @@ def _add_input_arguments(parser: ArgumentParser) -> None:
             "print its tables and verdict under both measures"
         ),
     )
+    parser.add_argument(
+        "--level",
+        type=float,
+        metavar="P",
+        help=(
+            "with --plan: every interval at coverage P instead of the plan's own (e.g. 0.99; a "
+            "sensitivity check: the plan's level is what it pre-registered)"
+        ),
+    )
 
 
 def _add_curve_arguments(parser: ArgumentParser) -> None:
@@ -193,6 +202,8 @@ def check_args(args: argparse.Namespace) -> str | None:
         return "give --output FIGURE, --export-results OUT.jsonl, or both (or --plan PLAN.yaml)"
     if args.plan is not None and args.target:
         return "--plan names its own target: leave out --target"
+    if args.level is not None and (args.plan is None or not 0.5 < args.level < 1):
+        return "--level takes a coverage in (0.5, 1) and goes with --plan"
     if args.output is not None and Path(args.output).suffix.lstrip(".").lower() not in FORMATS:
         return f"--output must end in .png, .pdf or .svg, got {args.output!r}"
     if args.export_results is not None and not args.export_results.endswith(".jsonl"):
@@ -230,6 +241,10 @@ def analyze(args: argparse.Namespace) -> int:
         from cfl_lightning.analysis.plan import load_plan
 
         plan = load_plan(args.plan)
+        if args.level is not None:
+            from dataclasses import replace
+
+            plan = replace(plan, level=args.level)
     inputs = report.read_inputs(args.inputs)
     _report_skipped(inputs.problems, len(inputs.records))
     records = inputs.records
