@@ -91,9 +91,9 @@ def sequential(model, dm, tmp_path, *, epochs: int, patience: int, precision: st
 def test_packed_forward_matches_each_model(arch, compact, monkeypatch):
     """Each member's packed predictions are its own model's; for the transformer both forms
     (compact, here on every batch: the CPU's where padding is plenty; dense: CUDA's)."""
-    from cfl_lightning.models import stacked_transformer
+    from cfl_lightning.models import transformer
 
-    monkeypatch.setattr(stacked_transformer, "COMPACT_FILL", 1.0)
+    monkeypatch.setattr(transformer, "COMPACT_FILL", 1.0)
     models, dms = zip(*(build(arch, i, d) for i, d in enumerate(DATA)))
     models = [m.double().eval() for m in models]
     for dm in dms:
@@ -138,7 +138,7 @@ def test_compact_and_dense_transformer_forms_give_the_same_loss_and_gradients(mo
     per-member loss sums and the same gradient of every member's parameters; with dropout
     both train (finite, different streams). The compact form runs where padding is plenty."""
     from cfl_lightning.ensemble.step import loss_sums
-    from cfl_lightning.models import stacked_transformer
+    from cfl_lightning.models import transformer
 
     models, dms = zip(*(build("transformer", i, d) for i, d in enumerate(DATA)))
     models = [m.double() for m in models]
@@ -156,7 +156,7 @@ def test_compact_and_dense_transformer_forms_give_the_same_loss_and_gradients(mo
     assert net.compact_cells(torch.tensor([[[1, 2, 3, 1, 2, pad]]])) is None  # 5/6 > 0.8
     net.compact = False
     assert net.compact_cells(half) is None
-    monkeypatch.setattr(stacked_transformer, "COMPACT_FILL", 1.0)  # compact on every batch
+    monkeypatch.setattr(transformer, "COMPACT_FILL", 1.0)  # compact on every batch
     rng = np.random.default_rng(1)
     for trial in range(4):
         ids = np.array([packed.first_batch[m] + int(rng.integers(packed.num_batches[m]))

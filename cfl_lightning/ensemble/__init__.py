@@ -24,7 +24,8 @@ from cfl_lightning.ensemble.packing import PackedBatch, PackedCorpora
 from cfl_lightning.ensemble.schedule import MemberSchedules
 from cfl_lightning.ensemble.settings import NotEnsembleable, TrainSettings
 from cfl_lightning.ensemble.stacking import ParameterLayout
-from cfl_lightning.models import StackedLSTM, StackedTransformer
+from cfl_lightning.models.lstm import StackedLSTM
+from cfl_lightning.models.transformer import StackedTransformer
 
 __all__ = [
     "EnsembleLanguageModel",

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import copy
 import inspect
-import math
 from typing import Any, Literal, Protocol
 
 import lightning.pytorch as pl
@@ -331,16 +330,3 @@ class LanguageModel(pl.LightningModule):
             },
         }
 
-
-def sinusoidal_positions(length: int, dim: int, *, device: torch.device | None = None) -> Tensor:
-    """``[length, dim]`` sinusoidal position encodings (Vaswani et al., 2017), for any length."""
-    position = torch.arange(length, dtype=torch.float32, device=device)[:, None]
-    half = (dim + 1) // 2
-    freq = torch.exp(
-        torch.arange(half, dtype=torch.float32, device=device) * (-math.log(10000.0) * 2 / dim)
-    )
-    angles = position * freq[None, :]
-    table = torch.zeros(length, 2 * half, device=device)
-    table[:, 0::2] = torch.sin(angles)
-    table[:, 1::2] = torch.cos(angles)
-    return table[:, :dim]
