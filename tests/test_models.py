@@ -124,6 +124,50 @@ def test_public_api():
     assert issubclass(TransformerLanguageModel, LanguageModel)
 
 
+#: the state-dict keys of checkpoints written by the shipped models (issue 37 moved the code;
+#: a checkpoint written before must still load with ``weights_only=True``)
+CHECKPOINT_KEYS = {
+    "LSTMLanguageModel": ["net.embedding.weight"] + [
+        f"net.lstm.{kind}_l{layer}" for layer in (0, 1)
+        for kind in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
+    ] + ["net.output.weight", "net.output.bias"],
+    "TransformerLanguageModel": ["net.embedding.weight"] + [
+        f"net.layers.layers.{layer}.{name}" for layer in (0, 1) for name in (
+            "self_attn.in_proj_weight", "self_attn.in_proj_bias", "self_attn.out_proj.weight",
+            "self_attn.out_proj.bias", "linear1.weight", "linear1.bias", "linear2.weight",
+            "linear2.bias", "norm1.weight", "norm1.bias", "norm2.weight", "norm2.bias",
+        )
+    ] + ["net.norm.weight", "net.norm.bias", "net.output.weight", "net.output.bias"],
+}
+
+
+@pytest.mark.parametrize("cls", ARCHS)
+def test_checkpoint_keys_are_stable_and_stacked_forms_read_them(cls, tmp_path):
+    """The state-dict keys are the checkpoints' (a saved state dict loads back with
+    ``weights_only=True``), and the stacked form reads its weights by exactly these names."""
+    model = cls(num_symbols=2, param_budget=5000, num_layers=2)
+    assert list(model.state_dict()) == CHECKPOINT_KEYS[cls.__name__]
+    torch.save({"state_dict": model.state_dict()}, tmp_path / "m.ckpt")
+    other = cls(num_symbols=2, param_budget=5000, num_layers=2)
+    other.load_state_dict(torch.load(tmp_path / "m.ckpt", weights_only=True)["state_dict"])
+    assert all(torch.equal(a, b) for a, b in zip(model.parameters(), other.parameters()))
+    read: set[str] = set()
+
+    class Recording(dict):
+        def __getitem__(self, key: str) -> torch.Tensor:
+            read.add(key)
+            return super().__getitem__(key)
+
+    weights = Recording({k: v.detach()[None] for k, v in model.named_parameters()})
+    ids = torch.zeros(1, 1, 3, dtype=torch.long)
+    position = torch.arange(3).view(1, 1, 3)
+    model.stacked_network()(weights, ids, position, torch.zeros_like(ids), False)
+    assert read == set(CHECKPOINT_KEYS[cls.__name__])
+    with pytest.raises(KeyError):  # negative control: a renamed parameter is not found
+        weights.pop("net.output.bias")
+        model.stacked_network()(weights, ids, position, torch.zeros_like(ids), False)
+
+
 @pytest.mark.parametrize("cls", ARCHS)
 @pytest.mark.parametrize("num_symbols", [2, 10])
 def test_parameter_count_close_to_and_within_budget(cls, num_symbols):
