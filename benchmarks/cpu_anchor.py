@@ -1,17 +1,16 @@
 """The physical anchor of the CPU benchmarks: FLOPs of a run and the CPU's matrix-product rate.
 
-Shared by ``benchmarks/profile_cpu_run.py`` and ``benchmarks/bench_cpu_grid.py`` (not a test,
-not part of the package).
+Used by ``benchmarks/bench_cpu_grid.py`` (not a test, not part of the package; the removed
+``profile_cpu_run.py`` also counted padded positions with it, last at commit 09df9df).
 
 FLOPs are counted analytically as multiply-adds x 2 of the networks' matrix products
-(elementwise work, softmax, layer norms and the optimizer are not counted), either on the
-positions the hardware computes (padded batches, :func:`forward_flops`) or on real positions
-only (:func:`useful_flops`):
+(elementwise work, softmax, layer norms and the optimizer are not counted), on real
+positions only (:func:`useful_flops`):
 
 * LSTM, per position, forward: ``L * 2 * 4H * (H + H) + 2 * H * C`` (input and recurrent
   products of every layer, output layer; the embedding is a lookup).
-* transformer, per position, forward: ``L * (2 * 4 d^2 + 2 * 2 d f) + 2 d C``, plus per row of
-  ``T`` positions ``L * 2 * 2 * d * T^2`` for the (dense, masked) attention products.
+* transformer, per position, forward: ``L * (2 * 4 d^2 + 2 * 2 d f) + 2 d C``, plus per string of
+  ``n`` positions ``L * 2 * 2 * d * n (n + 1) / 2`` for the causal attention products.
 * training = 3 x forward (the backward of a product is two products), evaluation = forward.
 
 The matrix-product rate is ``torch.mm`` in float32 on this process's threads, median of
@@ -26,7 +25,7 @@ import time
 
 import torch
 
-__all__ = ["forward_flops", "useful_flops", "mm_rate", "net_dims"]
+__all__ = ["useful_flops", "mm_rate", "net_dims"]
 
 
 def net_dims(model: torch.nn.Module) -> dict:
@@ -39,17 +38,6 @@ def net_dims(model: torch.nn.Module) -> dict:
     layer = net.layers.layers[0]
     return {"kind": "transformer", "d": net.d_model, "f": layer.linear1.out_features,
             "L": len(net.layers.layers), "C": net.output.out_features}
-
-
-def forward_flops(dims: dict, rows: int, length: int) -> float:
-    """Forward FLOPs of one padded ``[rows, length]`` batch."""
-    positions = rows * length
-    if dims["kind"] == "lstm":
-        h, layers, c = dims["H"], dims["L"], dims["C"]
-        return positions * (layers * 2 * 4 * h * 2 * h + 2 * h * c)
-    d, f, layers, c = dims["d"], dims["f"], dims["L"], dims["C"]
-    dense = positions * (layers * (2 * 4 * d * d + 2 * 2 * d * f) + 2 * d * c)
-    return dense + rows * layers * 4 * d * length * length
 
 
 def mm_rate(m: int, k: int, n: int, repeats: int = 7, min_time: float = 0.05) -> dict:
@@ -82,7 +70,7 @@ def mm_rate(m: int, k: int, n: int, repeats: int = 7, min_time: float = 0.05) ->
 def useful_flops(dims: dict, positions: torch.Tensor) -> float:
     """Forward FLOPs on real positions only: strings of ``positions[k]`` positions each.
 
-    The per-position products as in :func:`forward_flops`; the transformer's attention counted
+    The per-position products of the module docstring; the transformer's attention counted
     causally on each string alone (``L * 2 * 2 * d * n (n + 1) / 2``), no padding.
     """
     n = positions.to(torch.float64)
