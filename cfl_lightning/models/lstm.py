@@ -58,6 +58,11 @@ class _LSTMNet(nn.Module):
     are the names the stacked form reads (:meth:`names`).
     """
 
+    #: the embedding's and the output layer's parameter names in the model
+    EMBEDDING, OUTPUT_WEIGHT, OUTPUT_BIAS = (
+        "net.embedding.weight", "net.output.weight", "net.output.bias"
+    )
+
     def __init__(
         self,
         vocab_size: int,
@@ -83,11 +88,6 @@ class _LSTMNet(nn.Module):
     def forward(self, input_ids: Tensor) -> Tensor:
         hidden, _ = self.lstm(self.dropout(self.embedding(input_ids)))
         return self.output(self.dropout(hidden))
-
-    #: the embedding's and the output layer's parameter names in the model
-    EMBEDDING, OUTPUT_WEIGHT, OUTPUT_BIAS = (
-        "net.embedding.weight", "net.output.weight", "net.output.bias"
-    )
 
     @staticmethod
     def names(layer: int) -> tuple[str, str, str, str]:
@@ -168,7 +168,8 @@ class LSTMLanguageModel(LanguageModel):
 # ---------------------------------------------------------------------- the gates
 def gate_slices(hidden: int) -> tuple[slice, slice, slice, slice]:
     """The ``i, f, g, o`` gates' slices of a ``4 * hidden`` pre-activation (PyTorch's order)."""
-    return tuple(slice(k * hidden, (k + 1) * hidden) for k in range(4))  # type: ignore[return-value]
+    i, f, g, o = (slice(k * hidden, (k + 1) * hidden) for k in range(4))
+    return i, f, g, o
 
 
 def lstm_cell(

@@ -87,6 +87,9 @@ class _TransformerNet(nn.Module):
     (:attr:`EMBEDDING`, :meth:`layer_prefix`, ...).
     """
 
+    #: parameter names in the model: the embedding, the final norm's, the output layer's
+    EMBEDDING, NORM, OUTPUT = "net.embedding.weight", "net.norm.", "net.output."
+
     def __init__(
         self,
         vocab_size: int,
@@ -119,15 +122,11 @@ class _TransformerNet(nn.Module):
 
     def forward(self, input_ids: Tensor) -> Tensor:
         length = input_ids.shape[1]
-        x = self.dropout(_scaled_input(
-            self.embedding(input_ids), sinusoidal_positions(length, self.d_model, device=input_ids.device)
-        ))
+        positions = sinusoidal_positions(length, self.d_model, device=input_ids.device)
+        x = self.dropout(_scaled_input(self.embedding(input_ids), positions))
         causal = nn.Transformer.generate_square_subsequent_mask(length, device=x.device)
         hidden = self.layers(x, mask=causal, is_causal=True)
         return self.output(self.norm(hidden))
-
-    #: parameter names in the model: the embedding, the final norm's, the output layer's
-    EMBEDDING, NORM, OUTPUT = "net.embedding.weight", "net.norm.", "net.output."
 
     @staticmethod
     def layer_prefix(layer: int) -> str:
@@ -284,7 +283,8 @@ class StackedTransformer:
     def _linear(x: Tensor, w: dict[str, Tensor], prefix: str) -> Tensor:
         """``[M, N, in]`` -> ``[M, N, out]`` with the ``[M, out, in]`` weights ``prefix +
         "weight"`` and the ``[M, out]`` bias ``prefix + "bias"``."""
-        return torch.baddbmm(w[prefix + "bias"].unsqueeze(1), x, w[prefix + "weight"].transpose(1, 2))
+        weight, bias = w[prefix + "weight"], w[prefix + "bias"]
+        return torch.baddbmm(bias.unsqueeze(1), x, weight.transpose(1, 2))
 
     def compact_cells(self, input_ids: Tensor) -> Tensor | None:
         """``[M, N]`` the cells the compact form computes, or None for the dense form.
