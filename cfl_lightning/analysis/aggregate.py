@@ -16,8 +16,10 @@ intervals over automata (:mod:`cfl_lightning.analysis.stats`):
   lies in [N/sqrt2, N*sqrt2], as a ratio, or as a difference for signed quantities, with a 95%
   interval (:func:`~cfl_lightning.analysis.stats.gap_interval`, :func:`gap_kind`).
 
-Reading runs (results.json, W&B, JSON Lines) lives in :mod:`cfl_lightning.analysis.records`;
-its names are re-exported here. An unconstrained run records every event's realized counts and
+Reading runs (results.json, W&B, JSON Lines) lives in :mod:`cfl_lightning.analysis.records`,
+choosing the runs of each curve in :mod:`~cfl_lightning.analysis.selection`, the bins in
+:mod:`~cfl_lightning.analysis.binning` and the names of quantities, settings and axes (from the
+kind registries) in :mod:`~cfl_lightning.analysis.labels`; their names are re-exported here. An unconstrained run records every event's realized counts and
 decomposed KL (``occurrences``, ``kl``), so one correlational run serves every target
 (:func:`expand_correlational`).
 
@@ -47,25 +49,34 @@ import math
 import os
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
 
+from cfl_lightning.analysis.binning import BINNINGS, assign, bin_edges
+from cfl_lightning.analysis.labels import gap_kind, quantity_name, x_kind
 from cfl_lightning.analysis.pooling import cluster_means, is_pooled
 from cfl_lightning.analysis.records import (
     METRICS,
     SETTINGS,
     RunRecord,
-    known_contribution,
     load_results,
     load_wandb_sweep,
     record_from_results,
     record_from_wandb,
 )
+from cfl_lightning.analysis.selection import (
+    VisitSplit,
+    best_of_repeats,
+    curve_key,
+    default_targets,
+    expand_correlational,
+    for_target,
+    split_by_visits,
+)
 from cfl_lightning.analysis.stats import GAP_FACTOR, gap_interval, mean_sem, t_interval
 from cfl_lightning.io import atomic_open
-from cfl_lightning.sampling.intervention import COUNT_UNITS
 
 __all__ = [
     "RunRecord",
@@ -96,10 +107,8 @@ __all__ = [
 
 # the paper's per-state / per-transition / per-symbol contribution (unweighted)
 DEFAULT_METRIC = "kl_target_unweighted"
-# setting -> what x counts (the intervention's unit; the pure core's Intervention defines it)
-X_KIND = {**{SETTINGS[k]: unit for k, unit in COUNT_UNITS.items()}, "correlational_strings": "strings"}
-BINNINGS = ("quantile", "log", "linear")
 _NAN = math.nan
+_assign = assign  # its name before the split into binning.py
 
 
 @dataclass(frozen=True)
@@ -146,204 +155,10 @@ class CurveRow:
     gap_pairs: int | None = None
 
 
-# --------------------------------------------------------------------------- statistics
-
-
-def best_of_repeats(records: Iterable[RunRecord]) -> list[RunRecord]:
-    """The lowest-``kl_total`` run per (automaton, model, intervention, target, count, size).
-
-    Runs without a finite ``kl_total`` lose to any run with one; ``repeats`` of the kept record is
-    the group size.
-    """
-    groups: dict[tuple, list[RunRecord]] = defaultdict(list)
-    for record in records:
-        key = (
-            record.automaton_id,
-            record.model,
-            record.intervention,
-            record.event,
-            record.count,
-            record.num_strings,
-        )
-        groups[key].append(record)
-    best = []
-    for members in groups.values():
-        chosen = min(
-            members, key=lambda r: (r.kl_total is None, r.kl_total if r.kl_total is not None else 0)
-        )
-        best.append(replace(chosen, repeats=len(members)))
-    return best
-
-
-def for_target(record: RunRecord, target: str) -> RunRecord | None:
-    """``record`` seen as a run about ``target``, or None when it holds nothing about it.
-
-    A run about its own event is returned as is. An unconstrained (correlational) run that
-    recorded every event's occurrences and decomposed KL is re-targeted: its realized counts,
-    target KL and test visits (unknown unless the results hold ``test_visits``) become
-    ``target``'s. A causal run is only about its intervened event.
-    """
-    if record.event == target:
-        visits = (record.test_visits or {}).get(target)
-        if record.target_test_visits is None and visits is not None:
-            weighted, unweighted = known_contribution(
-                record.kl_target, record.kl_target_unweighted, visits
-            )
-            return replace(
-                record,
-                target_test_visits=visits,
-                kl_target=weighted,
-                kl_target_unweighted=unweighted,
-            )
-        return record
-    if record.setting != "correlational" or not record.occurrences or not record.target_kl:
-        return None
-    if target not in record.occurrences or target not in record.target_kl:
-        return None
-    count, strings = record.occurrences[target]
-    visits = (record.test_visits or {}).get(target)
-    weighted, unweighted = known_contribution(*record.target_kl[target], visits)
-    return replace(
-        record,
-        event=target,
-        realized_count=count,
-        realized_strings=strings,
-        kl_target=weighted,
-        kl_target_unweighted=unweighted,
-        target_test_visits=visits,
-    )
-
-
-def default_targets(records: Iterable[RunRecord]) -> list[str]:
-    """The intervened events of the causal runs; without causal runs, the runs' own events."""
-    records = list(records)
-    causal = {r.event for r in records if r.setting != "correlational" and r.event is not None}
-    if causal:
-        return sorted(causal)
-    return sorted({r.event for r in records if r.event is not None})
-
-
-def expand_correlational(records: Iterable[RunRecord], targets: Sequence[str]) -> list[RunRecord]:
-    """Causal runs about ``targets``, and every correlational run once per target it covers."""
-    out = []
-    for record in records:
-        if record.setting != "correlational":
-            if record.event in targets:
-                out.append(record)
-            continue
-        for target in targets:
-            view = for_target(record, target)
-            if view is not None:
-                out.append(view)
-    return out
-
-
-def bin_edges(x: Sequence[float], bins: int, method: str = "quantile") -> np.ndarray:
-    """Edges of at most ``bins`` bins covering ``x``.
-
-    ``quantile``: equal-count bins (duplicate edges merged), ``log``: log-spaced between
-    max(min(x), 1) and max(x) (smaller counts fall in the first bin), ``linear``: equal width.
-    Always at least two edges; a single distinct value gives one bin.
-    """
-    arr = np.asarray(x, dtype=float)
-    if arr.size == 0:
-        raise ValueError("no values to bin")
-    if method not in BINNINGS:
-        raise ValueError(f"unknown binning {method!r}; expected one of {BINNINGS}")
-    bins = max(int(bins), 1)
-    lo, hi = float(arr.min()), float(arr.max())
-    if hi <= lo:
-        return np.array([lo, hi])
-    if method == "quantile":
-        edges = np.unique(np.quantile(arr, np.linspace(0.0, 1.0, bins + 1)))
-    elif method == "log":
-        edges = np.geomspace(max(lo, 1.0), hi, bins + 1) if hi > max(lo, 1.0) else np.array([hi])
-        edges = np.unique(np.concatenate([[lo], edges[1:] if edges.size > 1 else edges]))
-    else:
-        edges = np.linspace(lo, hi, bins + 1)
-    if edges.size < 2:
-        edges = np.array([lo, hi])
-    return edges
-
-
-def _assign(x: np.ndarray, edges: np.ndarray) -> np.ndarray:
-    """Bin index of each x: ``[e_i, e_{i+1})``, the last bin closed on the right."""
-    return np.clip(np.searchsorted(edges, x, side="right") - 1, 0, len(edges) - 2)
-
-
 def _metric(record: RunRecord, metric: str) -> float | None:
     if metric not in METRICS:
         raise ValueError(f"unknown metric {metric!r}; expected one of {METRICS}")
     return getattr(record, metric)
-
-
-_KIND_NAMES = {"state": "per-state", "transition": "per-transition", "symbol": "per-symbol"}
-
-
-def quantity_name(metric: str, target: str | None = None) -> str:
-    """The paper's name of what ``metric`` measures for ``target``.
-
-    ``kl_target_unweighted`` -> ``"per-state contribution"`` (``"per-transition ..."``,
-    ``"per-symbol ..."``: eq. kl-state/transition/symbol-main), ``kl_target`` ->
-    ``"p_pi-weighted per-state contribution"``, ``kl_total`` -> ``"total KL"``.
-    """
-    if metric == "kl_total":
-        return "total KL"
-    kind = (target or "").partition(":")[0]
-    name = f"{_KIND_NAMES.get(kind, 'target')} contribution"
-    return name if metric == "kl_target_unweighted" else f"p_pi-weighted {name}"
-
-
-def curve_key(record: RunRecord) -> tuple[str | None, str, str, int | None]:
-    """The curve a run belongs to: (target, model, setting, training strings)."""
-    return (record.event, record.model, record.setting, record.num_strings)
-
-
-@dataclass(frozen=True)
-class VisitSplit:
-    """Runs kept and left out by :func:`split_by_visits`.
-
-    ``excluded`` and ``unknown`` count runs per :func:`curve_key`: below ``min_visits`` (left
-    out), and without ``target_test_visits`` (kept: results written before the key existed).
-    """
-
-    kept: list[RunRecord]
-    excluded: dict[tuple, int]
-    unknown: dict[tuple, int]
-
-
-def split_by_visits(records: Iterable[RunRecord], min_visits: int = 1) -> VisitSplit:
-    """Leave out runs whose target the test strings visit fewer than ``min_visits`` times.
-
-    The same rule for causal and correlational runs. A run with unknown visits is kept.
-    """
-    kept, excluded, unknown = [], defaultdict(int), defaultdict(int)
-    for record in records:
-        visits = record.target_test_visits
-        if visits is None:
-            unknown[curve_key(record)] += 1
-        elif visits < min_visits:
-            excluded[curve_key(record)] += 1
-            continue
-        kept.append(record)
-    return VisitSplit(kept, dict(excluded), dict(unknown))
-
-
-_SIGNED_KINDS = ("transition", "symbol")  # single-symbol log ratios: negative values are valid
-
-
-def gap_kind(metric: str, target: str, values: Iterable[float | None] = ()) -> str:
-    """How the gap of ``target`` is measured: ``"ratio"`` or ``"difference"``.
-
-    A difference for signed quantities, where a ratio of means is meaningless: per-transition
-    and per-symbol contributions (``kl_target``, ``kl_target_unweighted``), and any target with
-    a value that is not positive among ``values`` (both arms, every architecture). A ratio for
-    KLs (per-state contributions, ``kl_total``) whose values are all positive.
-    """
-    if metric != "kl_total" and target.partition(":")[0] in _SIGNED_KINDS:
-        return "difference"
-    finite = [v for v in values if v is not None and math.isfinite(v)]
-    return "ratio" if all(v > 0 for v in finite) else "difference"
 
 
 def _near(
@@ -431,13 +246,17 @@ class _Points:
         """
         causal: dict[tuple, list[tuple[float, str]]] = defaultdict(list)
         corr: dict[tuple, list[tuple[float, float, str]]] = defaultdict(list)
-        alo_events = {r.event for r in usable if r.setting == "causal_at_least_once"}
+        alo_events = {  # targets with causal runs on the strings axis (at_least_once)
+            r.event
+            for r in usable
+            if r.setting != "correlational" and x_kind(r.setting) == "strings"
+        }
         causal_events = {r.event for r in usable if r.setting != "correlational"}
         occurrence_events = {
             r.event
             for r in usable
             if r.setting != "correlational"
-            and X_KIND.get(r.setting, "occurrences") == "occurrences"
+            and x_kind(r.setting) == "occurrences"
         }
         values_of: dict[str, list[float]] = defaultdict(list)
         for r in usable:
@@ -468,7 +287,7 @@ def _causal_rows(points: _Points, rows_of: _RowMaker) -> list[CurveRow]:
     """One row per causal count, with the gap to the correlational runs near it."""
     rows = []
     for (event, model, setting, k, count), values in points.causal.items():
-        axis = "correlational_strings" if X_KIND.get(setting) == "strings" else "correlational"
+        axis = "correlational_strings" if x_kind(setting) == "strings" else "correlational"
         near = _near(points.corr.get((event, model, axis, k), ()), count)
         causal, pairs = _clustered(values)
         gap = None
@@ -495,7 +314,7 @@ def _binned_rows(
         y = np.array([p[1] for p in pairs], dtype=float)
         cluster = np.array([p[2] for p in pairs], dtype=object)
         bounds = bin_edges(x, bins, binning) if edges is None else np.asarray(edges, float)
-        index = _assign(x, bounds)
+        index = assign(x, bounds)
         inside = (x >= bounds[0]) & (x < bounds[-1]) if edges is not None else True
         for b in range(len(bounds) - 1):
             members = (index == b) & inside
@@ -563,7 +382,7 @@ class _RowMaker:
             event,
             model,
             setting,
-            X_KIND.get(setting, "occurrences"),
+            x_kind(setting),
             k,
             x,
             lo,

@@ -74,6 +74,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cfl_lightning.analysis.pooling import cluster_means
+from cfl_lightning.analysis.labels import causal_settings, x_kind
 from cfl_lightning.analysis.records import METRICS, SETTINGS, RunRecord
 from cfl_lightning.analysis.stats import (
     GAP_FACTOR,
@@ -307,9 +308,10 @@ def parse_plan(data: Any, where: str = "plan") -> Plan:
     if len(set(names)) != len(names):
         raise CflError(f"{where}: contrasts: names must differ")
     causal = data.get("causal", SETTINGS["exact"])
-    if causal not in set(SETTINGS.values()) - {"correlational"}:
-        raise CflError(f"{where}: causal: expected causal_exact, causal_at_least or "
-                       f"causal_at_least_once, got {causal!r}")
+    known = causal_settings()  # the registered kinds that constrain the corpus
+    if causal not in known:
+        raise CflError(f"{where}: causal: expected {', '.join(known[:-1])} or {known[-1]}, "
+                       f"got {causal!r}")
     min_visits = data.get("min_visits", 1)
     if isinstance(min_visits, bool) or not isinstance(min_visits, int) or min_visits < 0:
         raise CflError(f"{where}: min_visits: expected an integer >= 0, got {min_visits!r}")
@@ -417,7 +419,7 @@ def _arms(records: Iterable[RunRecord], measure: str, causal: str) -> dict[str, 
     nested = lambda: defaultdict(lambda: defaultdict(list))  # noqa: E731
     counts: dict[str, dict] = defaultdict(nested)
     reweighted: dict[str, dict] = defaultdict(nested)
-    strings = causal == SETTINGS["at_least_once"]
+    strings = x_kind(causal) == "strings"  # the causal kind counts strings (at_least_once)
     for r in records:
         value = getattr(r, measure)
         if value is None:

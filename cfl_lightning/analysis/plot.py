@@ -31,7 +31,9 @@ from pathlib import Path
 import numpy as np
 
 from cfl_lightning.analysis.aggregate import DEFAULT_METRIC, CurveRow, quantity_name
+from cfl_lightning.analysis.labels import setting_label, setting_order, setting_style
 from cfl_lightning.io import atomic_open
+from cfl_lightning.kinds.events import EVENT_KIND_REGISTRY, event_kind
 
 __all__ = [
     "plot_curves",
@@ -54,23 +56,9 @@ METRIC_LABELS = {
     "kl_total": "total KL (nats/string)",
 }
 _DECADES_LINEAR = 2.0  # signed values spanning at most this many decades get a linear axis
-SETTING_LABELS = {
-    "causal_exact": "causal (exact count)",
-    "causal_at_least": "causal (at least N)",
-    "causal_at_least_once": "causal (at least once)",
-    "correlational": "correlational",
-    "correlational_strings": "correlational",
-}
 X_LABELS = {
     "occurrences": "occurrences of the target in training",
     "strings": "training strings containing the target",
-}
-_STYLE = {  # setting -> (linestyle, marker, band alpha)
-    "causal_exact": ("-", "o", 0.15),
-    "causal_at_least": ("-", "s", 0.15),
-    "causal_at_least_once": ("-", "^", 0.15),
-    "correlational": (":", "D", 0.0),  # bins: bars only (their x extent is drawn too)
-    "correlational_strings": (":", "D", 0.0),
 }
 HOLLOW_BELOW = 3  # points resting on fewer automata get hollow markers
 # the legend note, one part per kind of mark (the bins' part only where there are bins)
@@ -85,9 +73,14 @@ BOTH_ROWS_NOTE = (
     "the same correlational runs appear in both rows: by occurrences, and by strings containing "
     "the target"
 )
-_SETTING_ORDER = list(_STYLE)
 _MODEL_COLORS = {"LSTMLanguageModel": "C0", "TransformerLanguageModel": "C3"}
 _X_ORDER = {"occurrences": 0, "strings": 1}
+
+
+def _setting_rank(setting: str) -> int:
+    """A setting's place in the legend (registered causal kinds, then correlational)."""
+    order = setting_order()
+    return order.index(setting) if setting in order else 99
 
 
 def model_label(model: str) -> str:
@@ -101,10 +94,9 @@ def target_title(event: str) -> str:
     kind, _, rest = event.partition(":")
     if rest == "*":
         return f"every {kind}, pooled"
-    if kind == "transition" and ":" in rest:
-        source, symbol = rest.rsplit(":", 1)
-        return f"transition {source} -{symbol}->"
-    return f"{kind} {rest}" if rest else event
+    if not rest:
+        return event
+    return event_kind(kind).panel_title(rest) if kind in EVENT_KIND_REGISTRY else f"{kind} {rest}"
 
 
 def metric_label(metric: str, target: str | None = None) -> str:
@@ -119,9 +111,8 @@ def metric_label(metric: str, target: str | None = None) -> str:
     name = quantity_name("kl_target_unweighted", target)
     if metric == "kl_target_unweighted":
         return f"{name} (nats per visit)"
-    weight = {"state": "p_π(q)", "transition": "p_π(q,s)", "symbol": "p_π(s)"}.get(
-        target.partition(":")[0], "p_π"
-    )
+    kind = target.partition(":")[0]
+    weight = (event_kind(kind).weight if kind in EVENT_KIND_REGISTRY else "") or "p_π"
     return f"{weight} × {name} (nats/string)"
 
 
@@ -315,11 +306,11 @@ def _draw_panel(
     for (model, setting, k), points in sorted(curves.items(), key=_curve_order(models)):
         points.sort(key=lambda r: r.x)
         color = _color(model, models)
-        label = f"{model_label(model)}, {SETTING_LABELS.get(setting, setting)}"
+        label = f"{model_label(model)}, {setting_label(setting)}"
         if len(sizes[setting]) > 1 and k is not None:
             label += f", {k} strings"
         handle = _draw_curve(ax, points, setting, color, floor, logx)
-        order = _SETTING_ORDER.index(setting) if setting in _SETTING_ORDER else 99
+        order = _setting_rank(setting)
         handles.setdefault((models.index(model), order, k or 0, label), (label, handle))
 
 
@@ -464,7 +455,7 @@ def _draw_curve(
     and a correlational bin's x extent. Returns the legend handle."""
     from matplotlib.lines import Line2D
 
-    style, marker, alpha = _STYLE.get(setting, ("--", "x", 0.10))
+    style, marker, alpha = setting_style(setting)
     x = np.array([_x_position(r, logx) for r in points], dtype=float)
     y = np.array([r.mean for r in points], dtype=float)
     n = np.array([r.n for r in points])
@@ -566,7 +557,7 @@ def _legend_rows(rows: Sequence[CurveRow], models: Sequence[str]) -> int:
 def _curve_order(models: Sequence[str]):
     def key(item: tuple) -> tuple:
         (model, setting, k), _ = item
-        order = _SETTING_ORDER.index(setting) if setting in _SETTING_ORDER else 99
+        order = _setting_rank(setting)
         return (models.index(model), order, k or 0)
 
     return key

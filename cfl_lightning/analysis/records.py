@@ -24,6 +24,7 @@ from typing import Any
 
 from cfl_lightning.errors import CflError
 from cfl_lightning.io import atomic_open
+from cfl_lightning.kinds.interventions import INTERVENTION_KINDS
 
 __all__ = [
     "RunRecord",
@@ -41,13 +42,9 @@ __all__ = [
 ]
 
 METRICS = ("kl_target", "kl_target_unweighted", "kl_total")
-# intervention -> setting; the setting fixes the meaning of x.
-SETTINGS = {
-    "exact": "causal_exact",
-    "at_least": "causal_at_least",
-    "at_least_once": "causal_at_least_once",
-    "none": "correlational",
-}
+# intervention -> setting; the setting fixes the meaning of x (each kind's registry entry,
+# live: a kind registered later is read too)
+SETTINGS = INTERVENTION_KINDS.mapping("setting")
 _MISSING_TEXT = ("", "null", "none", "nan")  # lower-cased strings read as a missing value
 
 

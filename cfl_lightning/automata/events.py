@@ -1,6 +1,7 @@
 """Events: sets of transitions whose traversals an intervention counts.
 
-Three kinds, with a text form used on the command line and in configs:
+The kinds and their text forms are registered in :mod:`cfl_lightning.kinds.events` (used on the
+command line and in configs); built in:
 
 * ``state:NAME`` -- every transition leaving state ``NAME`` (stopping at it is not an occurrence);
 * ``symbol:SYM`` -- every transition emitting ``SYM``;
@@ -8,7 +9,9 @@ Three kinds, with a text form used on the command line and in configs:
 
 An event is turned into an *event function* on a concrete automaton: a ``[Q, |S|]`` int64 table
 holding 1 on the counted transitions and 0 elsewhere (the paper's ``f_delta``; its initial and final
-components are zero).
+components are zero). This module holds the built-in kinds' tables on a PFSA
+(:func:`state_table`, :func:`symbol_table`, :func:`transition_table`) and where each lives in a
+decomposed KL (:func:`state_index`, ...); the registry names them.
 """
 
 from __future__ import annotations
@@ -20,10 +23,19 @@ from torch import Tensor
 
 from cfl_lightning.automata.pfsa import PFSA
 from cfl_lightning.errors import EventError
+from cfl_lightning.kinds.events import EVENT_KINDS, event_kind, format_event, parse_event_text
+from cfl_lightning.kinds.registry import call
 
-__all__ = ["Event", "EVENT_KINDS"]
-
-EVENT_KINDS = ("state", "symbol", "transition")
+__all__ = [
+    "Event",
+    "EVENT_KINDS",
+    "state_table",
+    "symbol_table",
+    "transition_table",
+    "state_index",
+    "symbol_index",
+    "transition_index",
+]
 
 
 @dataclass(frozen=True)
@@ -31,44 +43,30 @@ class Event:
     """A set of transitions, by kind and names.
 
     Args:
-        kind: ``"state"``, ``"symbol"`` or ``"transition"``.
+        kind: a registered event kind (``"state"``, ``"symbol"``, ``"transition"``, ...).
         state: the state name (``state`` and ``transition`` events).
         symbol: the symbol name (``symbol`` and ``transition`` events).
+        stack: the stack symbol name (a pushdown automaton's ``push`` events).
     """
 
     kind: str
     state: str | None = None
     symbol: str | None = None
+    stack: str | None = None
 
     @classmethod
     def parse(cls, spec: str) -> Event:
-        """Parse ``state:NAME``, ``symbol:SYM`` or ``transition:SOURCE:SYM``.
+        """Parse a registered kind's text: ``state:NAME``, ``symbol:SYM``,
+        ``transition:SOURCE:SYM``, ...
 
         Names may themselves contain ``:`` only in the last field.
         """
-        if not isinstance(spec, str) or ":" not in spec:
-            raise EventError(
-                f"bad event {spec!r}: expected state:NAME, symbol:SYM or transition:SOURCE:SYM"
-            )
-        kind, rest = spec.split(":", 1)
-        if kind == "state" and rest:
-            return cls("state", state=rest)
-        if kind == "symbol" and rest:
-            return cls("symbol", symbol=rest)
-        if kind == "transition" and ":" in rest:
-            source, symbol = rest.split(":", 1)
-            if source and symbol:
-                return cls("transition", state=source, symbol=symbol)
-        raise EventError(
-            f"bad event {spec!r}: expected state:NAME, symbol:SYM or transition:SOURCE:SYM"
-        )
+        kind, values = parse_event_text(spec)
+        return cls(kind, **values)
 
     def __str__(self) -> str:
-        if self.kind == "state":
-            return f"state:{self.state}"
-        if self.kind == "symbol":
-            return f"symbol:{self.symbol}"
-        return f"transition:{self.state}:{self.symbol}"
+        return format_event(self.kind, {"state": self.state, "symbol": self.symbol,
+                                        "stack": self.stack})
 
     def _state(self, pfsa: PFSA) -> int:
         if self.state not in pfsa.states:
@@ -81,35 +79,69 @@ class Event:
         return pfsa.alphabet.index(self.symbol)
 
     def function(self, pfsa: PFSA) -> Tensor:
-        """The 0/1 event function on ``pfsa``.
+        """The 0/1 event function on ``pfsa`` (the kind's ``"pfsa"`` table).
 
         Returns:
             ``[Q, |S|]`` int64 on ``pfsa.device``; 1 on the counted transitions that exist.
+
+        Raises:
+            EventError: an unknown kind or name, or a kind that a PFSA does not have.
         """
-        mask = torch.zeros(pfsa.num_states, pfsa.num_symbols, dtype=torch.long)
-        if self.kind == "state":
-            mask[self._state(pfsa), :] = 1
-        elif self.kind == "symbol":
-            mask[:, self._symbol(pfsa)] = 1
-        elif self.kind == "transition":
-            q, s = self._state(pfsa), self._symbol(pfsa)
-            if int(pfsa.next_state[q, s]) < 0:
-                raise EventError(f"event {self}: state {self.state!r} has no transition on {self.symbol!r}")
-            mask[q, s] = 1
-        else:
-            raise EventError(f"unknown event kind {self.kind!r}; expected one of {EVENT_KINDS}")
+        mask = call(event_kind(self.kind).table_for("pfsa"), self, pfsa)
         mask = mask.to(pfsa.device)
         return mask * (pfsa.next_state >= 0).long()
 
     def transition_index(self, pfsa: PFSA) -> tuple[str, int]:
         """Where this event lives in a decomposed KL: ``("state", q)``, ``("symbol", s)``..."""
-        if self.kind == "state":
-            return "state", self._state(pfsa)
-        if self.kind == "symbol":
-            return "symbol", self._symbol(pfsa)
-        return "transition", self._state(pfsa) * (pfsa.num_symbols + 1) + self._symbol(pfsa)
+        locate = event_kind(self.kind).locate
+        if locate is None:
+            raise EventError(f"{self.kind} events have no entry in the decomposed KL")
+        return call(locate, self, pfsa)
 
     def expected_count(self, pfsa: PFSA) -> float:
         """Expected number of occurrences per string, ``sum_(q,s) p_pi(q) w(q, s) f(q, s)``."""
         visits = pfsa.expected_visits()
         return float((visits[:, None] * pfsa.weights * self.function(pfsa)).sum())
+
+
+def _zeros(pfsa: PFSA) -> Tensor:
+    return torch.zeros(pfsa.num_states, pfsa.num_symbols, dtype=torch.long)
+
+
+def state_table(event: Event, pfsa: PFSA) -> Tensor:
+    """``state:NAME``: 1 on every transition leaving the state. ``[Q, S]`` int64 (CPU)."""
+    mask = _zeros(pfsa)
+    mask[event._state(pfsa), :] = 1
+    return mask
+
+
+def symbol_table(event: Event, pfsa: PFSA) -> Tensor:
+    """``symbol:SYM``: 1 on every transition emitting the symbol. ``[Q, S]`` int64 (CPU)."""
+    mask = _zeros(pfsa)
+    mask[:, event._symbol(pfsa)] = 1
+    return mask
+
+
+def transition_table(event: Event, pfsa: PFSA) -> Tensor:
+    """``transition:SOURCE:SYM``: 1 on that transition, which must exist. ``[Q, S]`` int64."""
+    q, s = event._state(pfsa), event._symbol(pfsa)
+    if int(pfsa.next_state[q, s]) < 0:
+        raise EventError(f"event {event}: state {event.state!r} has no transition on {event.symbol!r}")
+    mask = _zeros(pfsa)
+    mask[q, s] = 1
+    return mask
+
+
+def state_index(event: Event, pfsa: PFSA) -> tuple[str, int]:
+    """``("state", q)``."""
+    return "state", event._state(pfsa)
+
+
+def symbol_index(event: Event, pfsa: PFSA) -> tuple[str, int]:
+    """``("symbol", s)``."""
+    return "symbol", event._symbol(pfsa)
+
+
+def transition_index(event: Event, pfsa: PFSA) -> tuple[str, int]:
+    """``("transition", q * (S + 1) + s)``."""
+    return "transition", event._state(pfsa) * (pfsa.num_symbols + 1) + event._symbol(pfsa)

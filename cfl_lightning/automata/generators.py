@@ -1,5 +1,8 @@
 """Automaton generators from the paper: random topologies and the parity + star-free PFSA.
 
+Each is registered by name in :mod:`cfl_lightning.kinds.generators` (the ``automaton`` command's
+subcommands and ``data.generator``).
+
 Random draws use :class:`numpy.random.Generator` seeded explicitly (bit-for-bit reproducible on
 every platform), then the automaton is built as torch tensors.
 """
@@ -22,6 +25,7 @@ __all__ = [
     "random_pfsa",
     "parity_starfree_pfsa",
     "resampled_parity_starfree_pfsa",
+    "parity_generator",
     "default_alphabet",
 ]
 
@@ -248,3 +252,22 @@ def resampled_parity_starfree_pfsa(
         for arc, value in zip(arcs, draw):
             weights[arc] = float(value) * (1.0 - final.get(state, 0.0))
     return _parity(weights, final)
+
+
+def parity_generator(
+    eta: float = 0.5, weight_seed: int | None = None, final_weight: float | None = None
+) -> PFSA:
+    """The ``parity`` generator: Figure 1 with weights set by ``eta``, or resampled.
+
+    With ``weight_seed``, :func:`resampled_parity_starfree_pfsa` (``final_weight`` default 0.1);
+    without it, :func:`parity_starfree_pfsa` (``eta``).
+
+    Raises:
+        PFSAError: ``final_weight`` without ``weight_seed`` (Figure 1 fixes it at 0.1).
+    """
+    if weight_seed is not None:
+        final = 0.1 if final_weight is None else final_weight
+        return resampled_parity_starfree_pfsa(weight_seed, final_weight=final)
+    if final_weight is not None:
+        raise PFSAError("--final-weight applies only with --weight-seed (Figure 1 fixes it at 0.1)")
+    return parity_starfree_pfsa(eta)

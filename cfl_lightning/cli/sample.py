@@ -23,7 +23,8 @@ PROG = "python -m cfl_lightning sample"
 
 
 def build_parser() -> ArgumentParser:
-    from cfl_lightning.sampling.intervention import INTERVENTIONS
+    from cfl_lightning.kinds.events import event_forms
+    from cfl_lightning.kinds.interventions import INTERVENTION_KINDS, INTERVENTIONS
     from cfl_lightning.sampling.request import METHODS
 
     parser = ArgumentParser(prog=PROG, description="Sample a corpus from a PFSA (JSON Lines).")
@@ -35,12 +36,17 @@ def build_parser() -> ArgumentParser:
         required=True,
         help="output .jsonl path (written atomically; a pipe is streamed)",
     )
-    parser.add_argument("--intervention", choices=INTERVENTIONS, default="none")
     parser.add_argument(
-        "--event", help="state:NAME, symbol:SYM or transition:SOURCE:SYM (counts are recorded)"
+        "--intervention",
+        choices=tuple(INTERVENTIONS),
+        default="none",
+        help="; ".join(f"{k.name}: {k.description}" for k in INTERVENTION_KINDS).replace("%", "%%"),
     )
+    parser.add_argument("--event", help=f"{event_forms()} (counts are recorded)")
     parser.add_argument(
-        "--count", type=int, help="N (exact, at_least) or M strings (at_least_once)"
+        "--count",
+        type=int,
+        help="; ".join(f"{k.name}: {k.count_help}" for k in INTERVENTION_KINDS if k.takes_count),
     )
     parser.add_argument("--method", choices=METHODS, default="binning")
     parser.add_argument("--device", default="auto", help="auto (CUDA if available), cpu or cuda")

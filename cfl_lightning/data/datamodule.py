@@ -70,6 +70,8 @@ from cfl_lightning.data.splits import SAMPLING_METHOD, SplitPlan
 from cfl_lightning.data.targeted import WithWeights, at_stake, mix, test_weights
 from cfl_lightning.data.tokens import TokenIds
 from cfl_lightning.errors import CflError
+from cfl_lightning.kinds.generators import GeneratorName
+from cfl_lightning.kinds.interventions import InterventionName
 from cfl_lightning.sampling import Corpus, Intervention
 from cfl_lightning.sampling.budget import check_corpora_memory
 from cfl_lightning.sampling.request import resolve_device
@@ -145,13 +147,13 @@ class PFADataModule(L.LightningDataModule):
     def __init__(
         self,
         automaton: Optional[str] = None,
-        generator: Literal["parity", "parity_resampled", "random"] = "parity",
+        generator: GeneratorName = "parity",  # type: ignore[assignment]
         eta: float = 0.5,
         num_states: int = 50,
         num_symbols: int = 10,
         topology_seed: int = 0,
         weight_seed: int = 0,
-        intervention: Literal["none", "exact", "at_least", "at_least_once"] = "none",
+        intervention: InterventionName = "none",  # type: ignore[assignment]
         event: Optional[str] = None,
         count: Optional[int] = None,
         num_strings: int = 500,

@@ -18,13 +18,15 @@ import operator
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal, Mapping, Optional
 
-from cfl_lightning.automata import (
-    PFSA,
-    parity_starfree_pfsa,
-    random_pfsa,
-    resampled_parity_starfree_pfsa,
+from cfl_lightning.automata import PFSA
+from cfl_lightning.errors import CflError
+from cfl_lightning.kinds.generators import (
+    GENERATOR_NAMES,
+    GENERATOR_REGISTRY,
+    GeneratorName,
+    generator,
 )
-from cfl_lightning.errors import CflError, PFSAError
+from cfl_lightning.kinds.interventions import InterventionName, intervention_kind
 from cfl_lightning.sampling.request import SEED_MAX
 
 __all__ = [
@@ -36,13 +38,12 @@ __all__ = [
     "attributes_section",
 ]
 
-GENERATORS = ("parity", "parity_resampled", "random")
-#: the constructor arguments each generator uses
-GENERATOR_ARGS = {
-    "parity": ("eta",),
-    "parity_resampled": ("weight_seed",),
-    "random": ("num_states", "num_symbols", "topology_seed", "weight_seed"),
-}
+#: the registered generators' names (a live view of :mod:`cfl_lightning.kinds.generators`)
+GENERATORS = GENERATOR_NAMES
+
+
+#: the constructor arguments each generator uses (its parameters' ``setting`` fields)
+GENERATOR_ARGS: Mapping[str, tuple[str, ...]] = GENERATOR_REGISTRY.mapping("settings")
 _SOURCE_ARGS = (
     "automaton", "generator", "eta", "num_states", "num_symbols", "topology_seed", "weight_seed"
 )
@@ -83,20 +84,16 @@ class DataSettings:
     Attributes:
         automaton: path of an automaton JSON file; if None, the automaton comes from
             ``generator``.
-        generator: built-in automaton used when ``automaton`` is None: "parity" (the paper's
-            parity + star-free PFSA, weights set by ``eta``), "parity_resampled" (same topology,
-            Dirichlet weights drawn with ``weight_seed``) or "random" (``num_states`` states,
-            ``num_symbols`` symbols, ``topology_seed``, ``weight_seed``).
+        generator: a registered generator used when ``automaton`` is None ({generators}).
         eta: probability of the star-free branch of the "parity" automaton, in [0, 1].
         num_states: number of states of the "random" automaton.
         num_symbols: alphabet size of the "random" automaton (the attribute ``num_symbols`` of
             the built module is the alphabet size of whichever automaton is used).
         topology_seed: seed of the "random" automaton's topology.
         weight_seed: seed of the "random" and "parity_resampled" automata's weights.
-        intervention: how the training corpus is sampled: "none" (unconstrained), "exact" (the
-            corpus traverses the event exactly ``count`` times), "at_least" (at least ``count``
-            times) or "at_least_once" (exactly ``count`` strings contain the event).
-        event: the counted transitions: "state:NAME", "symbol:SYM" or "transition:SOURCE:SYM".
+        intervention: how the training corpus is sampled, a registered intervention kind
+            ({interventions}).
+        event: the counted transitions: {events}.
             With intervention "none" the corpus is unconstrained and the event's realized count
             is only recorded (the correlational setting).
         count: the intervention's target (required with an intervention, not allowed without).
@@ -126,17 +123,18 @@ class DataSettings:
 
     Raises:
         CflError: an integer field that is not an integer or is out of its range (the message
-            names the field).
+            names the field); an unknown generator or intervention kind (the message names the
+            known ones).
     """
 
     automaton: Optional[str] = None
-    generator: Literal["parity", "parity_resampled", "random"] = "parity"
+    generator: GeneratorName = "parity"  # type: ignore[assignment]
     eta: float = 0.5
     num_states: int = 50
     num_symbols: int = 10
     topology_seed: int = 0
     weight_seed: int = 0
-    intervention: Literal["none", "exact", "at_least", "at_least_once"] = "none"
+    intervention: InterventionName = "none"  # type: ignore[assignment]
     event: Optional[str] = None
     count: Optional[int] = None
     num_strings: int = 500
@@ -153,6 +151,8 @@ class DataSettings:
     def __post_init__(self) -> None:
         for name, low, high in _INTEGERS:
             object.__setattr__(self, name, _integer(name, getattr(self, name), low, high))
+        generator(self.generator)  # unknown: PFSAError naming the registered generators
+        intervention_kind(self.intervention)  # unknown: InterventionError naming the kinds
 
     @classmethod
     def from_arguments(cls, arguments: Mapping[str, Any]) -> DataSettings:
@@ -182,15 +182,7 @@ def build_automaton(settings: DataSettings) -> PFSA:
     """
     if settings.automaton is not None:
         return PFSA.from_json(settings.automaton)
-    if settings.generator == "parity":
-        return parity_starfree_pfsa(settings.eta)
-    if settings.generator == "parity_resampled":
-        return resampled_parity_starfree_pfsa(settings.weight_seed)
-    if settings.generator == "random":
-        return random_pfsa(
-            settings.num_states, settings.num_symbols, settings.topology_seed, settings.weight_seed
-        )
-    raise PFSAError(f"unknown generator {settings.generator!r}; expected one of {GENERATORS}")
+    return generator(settings.generator).from_settings(settings)
 
 
 def applicable(hparams: Mapping[str, Any]) -> dict[str, Any]:
@@ -208,7 +200,25 @@ def applicable(hparams: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def attributes_section() -> str:
-    """The ``Attributes:`` entries of :class:`DataSettings`' docstring, as an ``Args:`` body."""
+    """The ``Attributes:`` entries of :class:`DataSettings`' docstring, as an ``Args:`` body.
+
+    The lists of generators, intervention kinds and event forms come from the registries.
+    """
+    from cfl_lightning.kinds.docs import choices_text
+
     doc = inspect.cleandoc(DataSettings.__doc__ or "")
     body = doc.split("Attributes:\n", 1)[1].split("\n\n", 1)[0]
-    return body
+    return body.format(**choices_text())
+
+
+def _register_types() -> None:
+    """Let jsonargparse (LightningCLI's parser) build the registry-checked name types."""
+    try:
+        from jsonargparse.typing import register_type
+    except ImportError:  # pragma: no cover - the CLI's dependency
+        return
+    for name_type in (GeneratorName, InterventionName):
+        register_type(name_type, serializer=str, deserializer=name_type)
+
+
+_register_types()

@@ -28,6 +28,7 @@ import torch
 from cfl_lightning.automata.events import Event
 from cfl_lightning.automata.pfsa import PFSA
 from cfl_lightning.errors import SizeError
+from cfl_lightning.kinds.interventions import intervention_kind
 
 if TYPE_CHECKING:
     from cfl_lightning.sampling.intervention import Intervention
@@ -138,7 +139,8 @@ def estimate_sampling(
     Args:
         pfsa: the automaton.
         num_strings: ``K``.
-        intervention: ``none``, ``exact``, ``at_least`` or ``at_least_once``.
+        intervention: a registered intervention kind (``none``, ``exact``, ...); its
+            ``memory`` hook estimates its corpus and bins.
         event: the intervened (or recorded) event, as text or :class:`Event`.
         count: ``N`` (or ``M`` for ``at_least_once``).
         write: include writing the corpus as JSON Lines (the ``sample`` command).
@@ -154,18 +156,13 @@ def estimate_sampling(
         what=f"solving an automaton with {pfsa.num_states:,} states",
     )
     length = pfsa.expected_length()
-    tokens = k * length
-    bins = 0
-    if intervention in ("exact", "at_least") and count is not None and event is not None:
-        n = int(count)
-        ev = Event.parse(event) if isinstance(event, str) else event
-        per_string = ev.expected_count(pfsa)
-        if per_string > 0 and n > k * per_string:  # strings must stretch to hold N occurrences
-            tokens = max(tokens, n * length / per_string)
-        depth = math.log2(max(k, 2)) + 8  # bins [N+1, Q] plus the count laws of the split tree
-        bins = int((n + 2) * (pfsa.num_states + 2 * depth) * 8)
-    elif intervention == "at_least_once" and event is not None:
-        bins = int(4 * pfsa.num_states * 8)
+    tokens, bins = k * length, 0
+    hook = intervention_kind(intervention).memory
+    if hook is not None and event is not None:  # the kind's own estimate (registry entry)
+        def per_string() -> float:  # parsed and solved only when the hook needs it
+            return (Event.parse(event) if isinstance(event, str) else event).expected_count(pfsa)
+
+        tokens, bins = hook(k, count, pfsa.num_states, per_string, length)
     per_token = SAMPLE_PER_TOKEN + (WRITE_PER_TOKEN if write else 0) + extra_bytes_per_token
     per_string = SAMPLE_PER_STRING + (WRITE_PER_STRING if write else 0) + extra_bytes_per_token
     steps = tokens / k * (1 + math.log(k) / 4)  # ~ the longest string: few, long strings cost

@@ -1,6 +1,6 @@
 """``Intervention``: what a training corpus is conditioned on, as one frozen value.
 
-Kinds (:data:`INTERVENTIONS`):
+Kinds (:data:`INTERVENTIONS`, registered in :mod:`cfl_lightning.kinds.interventions`):
 
 * ``none`` -- i.i.d. strings; an optional event's realized counts are only recorded;
 * ``exact`` -- the corpus traverses the event exactly ``count`` times in total;
@@ -8,8 +8,9 @@ Kinds (:data:`INTERVENTIONS`):
 * ``at_least_once`` -- exactly ``count`` of the ``K`` strings contain the event.
 
 Every layer (the sampler, the data module, ``results.json``, the analysis) reads the kinds, their
-validation messages and the "corpus meets its intervention" check from this one class. Pure core:
-no Lightning imports.
+validation messages and the "corpus meets its intervention" check from the kind's registry entry
+(:class:`~cfl_lightning.kinds.interventions.InterventionKind`) through this one class. Pure
+core: no Lightning imports.
 
 Example:
     >>> from cfl_lightning.automata import parity_starfree_pfsa
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import numbers
 import operator
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,19 +34,20 @@ from torch import Tensor
 from cfl_lightning.automata.events import Event
 from cfl_lightning.automata.pfsa import PFSA
 from cfl_lightning.errors import EventError, InterventionError
+from cfl_lightning.kinds.interventions import (
+    INTERVENTION_KINDS,
+    INTERVENTIONS,
+    InterventionKind,
+    intervention_kind,
+)
 from cfl_lightning.sampling.feasibility import max_occurrences
 
 __all__ = ["Intervention", "INTERVENTIONS", "COUNT_UNITS", "as_int"]
 
-INTERVENTIONS = ("none", "exact", "at_least", "at_least_once")
+
 #: what ``count`` (and the realized value) counts under each kind: event occurrences in the
 #: corpus, or strings that contain the event.
-COUNT_UNITS = {
-    "none": "occurrences",
-    "exact": "occurrences",
-    "at_least": "occurrences",
-    "at_least_once": "strings",
-}
+COUNT_UNITS: Mapping[str, str] = INTERVENTION_KINDS.mapping("unit")
 
 
 def as_int(value: Any, name: str) -> int:
@@ -100,22 +103,20 @@ class Intervention:
             EventError: a malformed event text, or an event that is neither text nor an
                 :class:`Event`.
         """
-        if kind not in INTERVENTIONS:
-            raise InterventionError(
-                f"unknown intervention {kind!r}; expected one of {', '.join(INTERVENTIONS)}"
-            )
+        spec = intervention_kind(kind)  # unknown kind: one line naming the known ones
         if event is not None and not isinstance(event, (str, Event)):
             raise EventError(f"event must be text such as 'state:NAME' or an Event, got {event!r}")
         parsed = Event.parse(event) if isinstance(event, str) else event
         if count is not None:
             count = as_int(count, "count")
-        if kind == "none":
+        if not spec.takes_count:
             if count is not None:
+                others = [k.name for k in INTERVENTION_KINDS if k.takes_count]
                 raise InterventionError(
-                    f"a count ({count}) was given but intervention is 'none' (the corpus is "
+                    f"a count ({count}) was given but intervention is {kind!r} (the corpus is "
                     "unconstrained): for a correlational run leave the count out (count=None; "
                     "on the command line --data.count=null), or constrain the corpus with "
-                    "intervention exact, at_least or at_least_once"
+                    f"intervention {', '.join(others[:-1])} or {others[-1]}"
                 )
             return cls(kind, parsed, None)
         if parsed is None:
@@ -127,14 +128,19 @@ class Intervention:
         return cls(kind, parsed, count)
 
     @property
+    def spec(self) -> InterventionKind:
+        """The kind's registry entry."""
+        return intervention_kind(self.kind)
+
+    @property
     def constrained(self) -> bool:
         """Whether the corpus is conditioned on anything (``kind != "none"``)."""
-        return self.kind != "none"
+        return self.spec.constrained
 
     @property
     def unit(self) -> str:
         """``"occurrences"`` or ``"strings"``: what :attr:`count` and :meth:`realized` count."""
-        return COUNT_UNITS[self.kind]
+        return self.spec.unit
 
     def validate(self, pfsa: PFSA, num_strings: int) -> Tensor | None:
         """Check the target against an automaton and a corpus of ``num_strings`` strings.
@@ -162,22 +168,15 @@ class Intervention:
             return function
         assert function is not None and self.count is not None
         n = self.count
-        if self.kind == "at_least_once" and n > k:
-            raise InterventionError(
-                f"at_least_once count {n} exceeds the number of strings {k}"
-            )
+        if self.unit == "strings":
+            self.spec.check_count(n, k, None, str(self.event))
         bound = max_occurrences(pfsa, function)  # None: unbounded
         if bound == 0 and n > 0:
             raise InterventionError(
                 f"event {self.event} cannot occur in this automaton (no transition of positive "
                 f"weight traverses it) but count is {n}: choose an event it can emit, or count 0"
             )
-        if bound is not None and self.unit == "occurrences" and n > k * bound:
-            raise InterventionError(
-                f"count {n} is impossible: a string contains {self.event} at most {bound} "
-                f"time{'s' if bound != 1 else ''}, "
-                f"so {k} strings hold at most {k * bound}"
-            )
+        self.spec.check_count(n, k, bound, str(self.event))
         return function
 
     def realized(self, counts: Tensor) -> int:
@@ -189,24 +188,20 @@ class Intervention:
         Returns:
             the total occurrences, or (``at_least_once``) the strings with at least one.
         """
-        if self.unit == "strings":
-            return int((counts > 0).sum())
-        return int(counts.sum())
+        return int(self.spec.realized(counts))
 
     def satisfied(self, counts: Tensor) -> bool:
         """Whether a corpus with per-string ``counts`` ``[K]`` meets the target (always for none)."""
         if not self.constrained:
             return True
         assert self.count is not None
-        value = self.realized(counts)
-        return value >= self.count if self.kind == "at_least" else value == self.count
+        return bool(self.spec.accepts(self.realized(counts), self.count))
 
     def satisfied_batched(self, counts: Tensor) -> Tensor:
         """:meth:`satisfied` for ``[B, K]`` counts of ``B`` corpora: ``[B]`` bool."""
         if not self.constrained:
             return torch.ones(counts.shape[0], dtype=torch.bool, device=counts.device)
-        value = (counts > 0).sum(-1) if self.unit == "strings" else counts.sum(-1)
-        return value >= self.count if self.kind == "at_least" else value == self.count
+        return self.spec.accepts(self.spec.realized(counts), self.count)
 
     def __str__(self) -> str:
         if not self.constrained:

@@ -1,0 +1,213 @@
+"""Event kinds: the sets of transitions an intervention can count, one entry each.
+
+Built in (:data:`EVENT_KIND_REGISTRY`, registration order), with their text forms:
+
+* ``state:NAME`` -- every transition leaving state ``NAME``;
+* ``symbol:SYM`` -- every transition emitting ``SYM``;
+* ``transition:SOURCE:SYM`` -- the one transition leaving ``SOURCE`` on ``SYM``.
+
+An :class:`EventKind` names the :class:`~cfl_lightning.automata.Event` attributes its text
+carries (``fields``, in text order, the last one read whole so that it may contain ``:``), its
+table on each automaton kind (``tables``: ``{"pfsa": ref}``, a function ``(event, automaton) ->
+[C, S] int64``), where it lives in a decomposed KL (``locate``, on a PFSA), and how the analysis
+names its contribution (``quantity``, ``weight``, ``signed``, ``title``). Parsing and formatting
+(:func:`parse_event_text`, :func:`format_event`) are generic over the fields. Pure Python (no
+torch at import): the analysis reads the labels without torch.
+
+Adding a kind (a pushdown automaton's ``push:X``, see docs/design.md): write its table function
+in its automaton's module, then ``register_event_kind(EventKind(...))``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from cfl_lightning.errors import EventError
+from cfl_lightning.kinds.registry import Names, Ref, Registry
+
+__all__ = [
+    "EventKind",
+    "EVENT_KIND_REGISTRY",
+    "EVENT_KINDS",
+    "EVENT_FIELDS",
+    "event_kind",
+    "register_event_kind",
+    "parse_event_text",
+    "format_event",
+    "event_forms",
+]
+
+#: the :class:`~cfl_lightning.automata.Event` attributes a kind's text may carry
+EVENT_FIELDS = ("state", "symbol", "stack")
+_PLACEHOLDERS = {"state": "NAME", "symbol": "SYM", "stack": "X"}
+
+
+@dataclass(frozen=True)
+class EventKind:
+    """One event kind.
+
+    Attributes:
+        name: the text form's first field (``state`` in ``state:NAME``).
+        fields: the :class:`~cfl_lightning.automata.Event` attributes that follow, in text order
+            (each in :data:`EVENT_FIELDS`).
+        description: one line for the docs and ``--help``.
+        tables: ``{automaton kind: ref}``: the table function ``(event, automaton) -> [C, S]``
+            int64 counting the occurrences each (class, symbol) step adds (raises
+            ``EventError`` for an unknown name). A PFSA's is ``Event.function``.
+        locate: ``(event, pfsa) -> (family, index)``: where the event lives in a decomposed
+            KL (``("state", q)``); or None.
+        placeholders: how the docs write each field (``("SOURCE", "SYM")``); default
+            ``NAME``/``SYM``/``X``.
+        quantity: the analysis name of its KL contribution (``"per-state"``).
+        weight: the weight of the weighted reading in plot labels (``"p_π(q)"``).
+        signed: its contribution can be negative (a single-symbol log ratio), so the
+            causal/correlational gap is a difference, not a ratio.
+        title: ``title(rest)`` -> a plot panel's title from the text after ``kind:``; or None
+            for ``"kind rest"``.
+        poolable: ``kind:*`` pools every event of the kind (``stratify``, ``analyze``).
+    """
+
+    name: str
+    fields: tuple[str, ...]
+    description: str
+    tables: Mapping[str, Ref] = field(default_factory=dict)
+    locate: Ref | None = None
+    placeholders: tuple[str, ...] = ()
+    quantity: str = ""
+    weight: str = ""
+    signed: bool = False
+    title: Callable[[str], str] | None = None
+    poolable: bool = False
+
+    def __post_init__(self) -> None:
+        unknown = [f for f in self.fields if f not in EVENT_FIELDS]
+        if not self.fields or unknown:
+            raise EventError(
+                f"event kind {self.name!r}: fields must be among {', '.join(EVENT_FIELDS)}, "
+                f"got {self.fields!r}"
+            )
+        if not self.placeholders:
+            object.__setattr__(
+                self, "placeholders", tuple(_PLACEHOLDERS[f] for f in self.fields)
+            )
+        if not self.quantity:
+            object.__setattr__(self, "quantity", f"per-{self.name}")
+
+    @property
+    def form(self) -> str:
+        """The text form with placeholders: ``transition:SOURCE:SYM``."""
+        return ":".join((self.name, *self.placeholders))
+
+    def parse_rest(self, rest: str) -> dict[str, str] | None:
+        """The field values of the text after ``kind:``, or None when it does not fit."""
+        parts = rest.split(":", len(self.fields) - 1)
+        if len(parts) != len(self.fields) or not all(parts):
+            return None
+        return dict(zip(self.fields, parts))
+
+    def panel_title(self, rest: str) -> str:
+        """A plot panel's title for the event ``kind:rest``."""
+        return self.title(rest) if self.title is not None else f"{self.name} {rest}"
+
+    def table_for(self, automaton_kind: str) -> Ref:
+        """The table function on automata of ``automaton_kind``.
+
+        Raises:
+            EventError: the kind has no table there (``push events need a pushdown automaton``).
+        """
+        ref = self.tables.get(automaton_kind)
+        if ref is None:
+            where = " or ".join(self.tables) or "another"
+            raise EventError(f"{self.name} events need a {where} automaton")
+        return ref
+
+
+_REGISTRY: Registry[EventKind] = Registry("event kind", EventError)
+#: the registry of event kinds
+EVENT_KIND_REGISTRY = _REGISTRY
+#: the kinds' names, a live tuple-like view
+EVENT_KINDS: Names = _REGISTRY.view()
+
+
+def event_kind(name: str) -> EventKind:
+    """The kind ``name`` (``EventError`` naming the known kinds otherwise)."""
+    return _REGISTRY.get(name)
+
+
+def register_event_kind(kind: EventKind, *, replace: bool = False) -> None:
+    """Register an event kind (see :class:`EventKind`)."""
+    _REGISTRY.register(kind, replace=replace)
+
+
+def event_forms() -> str:
+    """``"state:NAME, symbol:SYM or transition:SOURCE:SYM"``: the text forms, for messages."""
+    forms = [k.form for k in _REGISTRY]
+    return forms[0] if len(forms) == 1 else f"{', '.join(forms[:-1])} or {forms[-1]}"
+
+
+def parse_event_text(spec: Any) -> tuple[str, dict[str, str]]:
+    """``(kind, {field: value})`` of an event's text form.
+
+    Raises:
+        EventError: not text, an unknown kind or fields that do not fit the kind's form (one
+            line naming the text and the forms expected).
+    """
+    if isinstance(spec, str) and ":" in spec:
+        name, rest = spec.split(":", 1)
+        if name in _REGISTRY:
+            values = _REGISTRY.get(name).parse_rest(rest)
+            if values is not None:
+                return name, values
+    raise EventError(f"bad event {spec!r}: expected {event_forms()}")
+
+
+def format_event(kind: str, values: Mapping[str, Any]) -> str:
+    """The text form of an event of ``kind`` with field ``values``."""
+    entry = _REGISTRY.get(kind)
+    return ":".join((kind, *(str(values[f]) for f in entry.fields)))
+
+
+def _transition_title(rest: str) -> str:
+    if ":" in rest:
+        source, symbol = rest.rsplit(":", 1)
+        return f"transition {source} -{symbol}->"
+    return f"transition {rest}"
+
+
+_EVENTS = "cfl_lightning.automata.events"
+for _kind in (
+    EventKind(
+        "state",
+        ("state",),
+        "every transition leaving state NAME (stopping at it is not an occurrence)",
+        tables={"pfsa": f"{_EVENTS}:state_table"},
+        locate=f"{_EVENTS}:state_index",
+        weight="p_π(q)",
+        poolable=True,
+    ),
+    EventKind(
+        "symbol",
+        ("symbol",),
+        "every transition emitting SYM",
+        tables={"pfsa": f"{_EVENTS}:symbol_table"},
+        locate=f"{_EVENTS}:symbol_index",
+        weight="p_π(s)",
+        signed=True,
+        poolable=True,
+    ),
+    EventKind(
+        "transition",
+        ("state", "symbol"),
+        "the one transition leaving SOURCE on SYM",
+        tables={"pfsa": f"{_EVENTS}:transition_table"},
+        locate=f"{_EVENTS}:transition_index",
+        placeholders=("SOURCE", "SYM"),
+        weight="p_π(q,s)",
+        signed=True,
+        title=_transition_title,
+    ),
+):
+    register_event_kind(_kind)
+del _kind

@@ -1,0 +1,192 @@
+"""Automaton generators: named, seeded recipes that build an automaton, one entry each.
+
+Built in (:data:`GENERATOR_REGISTRY`, registration order): ``parity`` (the paper's Figure 1,
+weights set by ``eta``), ``parity_resampled`` (Figure 1's topology, Dirichlet weights) and
+``random`` (the paper's random topology with Dirichlet weights).
+
+A :class:`Generator` holds its build function (a callable or a ``"module:function"``
+reference, imported on first use), its parameters (:class:`GeneratorParam`: name, type,
+default, help, the ``automaton`` command's flag and the data-module field that supplies it in
+configs) and a one-line description. The ``automaton`` command's subcommands and flags, the data
+module's ``generator=`` validation and the arguments it passes, and the docs' list read it.
+Pure Python (no torch at import).
+
+Adding a generator (the pushdown ``dyck``, see docs/design.md): write its function, then
+``register_generator(Generator(...))``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from cfl_lightning.errors import PFSAError
+from cfl_lightning.kinds.registry import Names, Ref, Registry, resolve
+
+__all__ = [
+    "GeneratorName",
+    "Generator",
+    "GeneratorParam",
+    "GENERATOR_REGISTRY",
+    "GENERATOR_NAMES",
+    "PARAM_TYPES",
+    "generator",
+    "register_generator",
+]
+
+#: parameter types: an integer, a real number, a seed (integer in 0..2**64-1), a probability
+PARAM_TYPES = ("int", "float", "seed", "probability")
+
+
+@dataclass(frozen=True)
+class GeneratorParam:
+    """One parameter of a generator's build function.
+
+    Attributes:
+        name: the build function's keyword.
+        type: one of :data:`PARAM_TYPES` (the command line parses and checks it).
+        default: the value when not given (None: the build function's own choice).
+        help: one line for ``--help`` and the docs.
+        flag: the ``automaton`` command's flag (default ``--`` + the name with ``-``).
+        setting: the data-module field (``data.<setting>``) that supplies the parameter in
+            configs; None: configs leave it at its default.
+    """
+
+    name: str
+    type: str
+    default: Any
+    help: str
+    flag: str | None = None
+    setting: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.type not in PARAM_TYPES:
+            raise PFSAError(
+                f"generator parameter {self.name!r}: type must be one of "
+                f"{', '.join(PARAM_TYPES)}, got {self.type!r}"
+            )
+        if self.flag is None:
+            object.__setattr__(self, "flag", "--" + self.name.replace("_", "-"))
+
+
+@dataclass(frozen=True)
+class Generator:
+    """One automaton generator.
+
+    Attributes:
+        name: the ``automaton`` subcommand and the value of ``data.generator``.
+        description: one line for ``--help`` and the docs.
+        build: ``build(**params) -> automaton``, a callable or a ``"module:function"`` reference.
+        params: its parameters, in the order of the help.
+        size: ``size(params) -> (states, symbols)``: the automaton's size before it is built,
+            for the ``automaton`` command's memory check; or None.
+    """
+
+    name: str
+    description: str
+    build: Ref
+    params: tuple[GeneratorParam, ...] = ()
+    size: Callable[[Mapping[str, Any]], tuple[int, int]] | None = None
+
+    @property
+    def settings(self) -> tuple[str, ...]:
+        """The data-module fields this generator reads (``("eta",)`` for ``parity``)."""
+        return tuple(p.setting for p in self.params if p.setting is not None)
+
+    def __call__(self, **params: Any) -> Any:
+        """Build the automaton: ``build(**params)`` (unknown names refused in one line)."""
+        known = {p.name for p in self.params}
+        unknown = sorted(set(params) - known)
+        if unknown:
+            raise PFSAError(
+                f"generator {self.name!r} has no parameter {unknown[0]!r} "
+                f"(its parameters: {', '.join(p.name for p in self.params) or 'none'})"
+            )
+        return resolve(self.build)(**params)
+
+    def from_settings(self, settings: Any) -> Any:
+        """Build from a data module's settings: each parameter with a ``setting`` field."""
+        return self(**{p.name: getattr(settings, p.setting) for p in self.params if p.setting})
+
+
+_REGISTRY: Registry[Generator] = Registry("generator", PFSAError)
+#: the registry of automaton generators
+GENERATOR_REGISTRY = _REGISTRY
+#: the generators' names, a live tuple-like view
+GENERATOR_NAMES: Names = _REGISTRY.view()
+
+
+def generator(name: str) -> Generator:
+    """The generator ``name`` (``PFSAError`` naming the known generators otherwise)."""
+    return _REGISTRY.get(name)
+
+
+def register_generator(entry: Generator, *, replace: bool = False) -> None:
+    """Register an automaton generator (see :class:`Generator`)."""
+    _REGISTRY.register(entry, replace=replace)
+
+
+_GEN = "cfl_lightning.automata.generators"
+_WEIGHT_SEED = "seed of the Dirichlet weights"
+for _entry in (
+    Generator(
+        "parity",
+        "the paper's parity + star-free automaton (Figure 1)",
+        f"{_GEN}:parity_generator",
+        (
+            GeneratorParam("eta", "float", 0.5, "P(a) at init (fixed weights)", setting="eta"),
+            GeneratorParam(
+                "weight_seed", "seed", None, "resample Dirichlet weights with this seed"
+            ),
+            GeneratorParam(
+                "final_weight", "float", None,
+                "final weight of odd and rep with --weight-seed (default 0.1)",
+            ),
+        ),
+    ),
+    Generator(
+        "parity_resampled",
+        "Figure 1's topology with Dirichlet weights (the paper's first case study)",
+        f"{_GEN}:resampled_parity_starfree_pfsa",
+        (
+            GeneratorParam("weight_seed", "seed", 0, _WEIGHT_SEED, setting="weight_seed"),
+            GeneratorParam("final_weight", "float", 0.1, "final weight of odd and rep"),
+            GeneratorParam("concentration", "float", 1.0, "Dirichlet concentration"),
+        ),
+    ),
+    Generator(
+        "random",
+        "random topology with Dirichlet weights",
+        f"{_GEN}:random_pfsa",
+        (
+            GeneratorParam("num_states", "int", 50, "number of states", "--states", "num_states"),
+            GeneratorParam(
+                "num_symbols", "int", 10, "alphabet size", "--symbols", "num_symbols"
+            ),
+            GeneratorParam(
+                "topology_seed", "seed", 0, "seed of the topology", setting="topology_seed"
+            ),
+            GeneratorParam("weight_seed", "seed", 0, _WEIGHT_SEED, setting="weight_seed"),
+            GeneratorParam("final_weight", "float", 0.3, "final weight of accepting states"),
+            GeneratorParam("keep_prob", "probability", 0.5, "probability of keeping an arc"),
+            GeneratorParam("accept_prob", "probability", 0.3, "probability a state accepts"),
+            GeneratorParam("concentration", "float", 1.0, "Dirichlet concentration"),
+        ),
+        size=lambda p: (p["num_states"], p["num_symbols"]),
+    ),
+):
+    register_generator(_entry)
+del _entry
+
+
+class GeneratorName(str):
+    """A registered generator's name: the type of ``data.generator``.
+
+    Constructing it checks the name against the registry (so a config parser that builds it,
+    jsonargparse's, refuses an unknown generator with the registry's one-line message).
+    """
+
+    def __new__(cls, value: str) -> GeneratorName:
+        generator(value)
+        return super().__new__(cls, value)
