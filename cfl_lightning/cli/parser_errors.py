@@ -24,6 +24,7 @@ _KEY = re.compile(r'Parser key "([^"]+)":')
 _GIVEN = re.compile(r"^\s*Given value: (.*)$", re.M)
 _NESTED = re.compile(r"^NestedArg\(key='[^']*', val='(.*)'\)$")
 _EXPECTED = re.compile(r"Expected a <class '([\w.]+)'>")
+_NOT_OF_TYPE = re.compile(r"^Not of type \w+: ")  # a registry-checked name type's own message
 _CLASS_PROBLEM = re.compile(r"Problem with given class_path '([^']+)':\s*\n\s*(.+)")
 _NOISE = (
     "Does not validate against any of the",
@@ -76,4 +77,5 @@ def condense(message: str) -> str:
                 if line.strip(" -\t") and not line.strip(" -\t").startswith(_NOISE)
             ]
             detail = lines[0] if lines else (f"invalid value {given[-1]!r}" if given else message)
+            detail = _NOT_OF_TYPE.sub("", detail)
     return _short(f"{key}: {detail}" if key else detail)

@@ -69,7 +69,7 @@ from cfl_lightning.data.settings import (
 from cfl_lightning.data.splits import SAMPLING_METHOD, SplitPlan
 from cfl_lightning.data.targeted import WithWeights, at_stake, mix, test_weights
 from cfl_lightning.data.tokens import TokenIds
-from cfl_lightning.errors import CflError
+from cfl_lightning.errors import CflError, InterventionError
 from cfl_lightning.kinds.generators import GeneratorName
 from cfl_lightning.kinds.interventions import InterventionName
 from cfl_lightning.sampling import Corpus, Intervention
@@ -183,6 +183,11 @@ class PFADataModule(L.LightningDataModule):
         self.intervention: Intervention = Intervention.create(
             self.settings.intervention, self.settings.event, self.settings.count
         )
+        if self.intervention.constrained and self.intervention.spec.sampler is None:
+            raise InterventionError(
+                f"intervention {self.intervention.kind!r} has no exact sampler (its registry "
+                "entry's sampler is unset): a data module cannot sample it"
+            )
         #: ``[Q, S]`` int64 event function (None without an event)
         self.event_function = self.intervention.validate(self.pfsa, self.settings.num_strings)
         #: the counted event (None without one)

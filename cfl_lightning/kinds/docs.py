@@ -1,7 +1,8 @@
 """The docs' lists of the registered kinds, written from the registries.
 
 :func:`markdown_tables` is the "Kinds" section of docs/reference.md (a doc test checks that the
-page holds exactly these tables), :func:`choices_text` the lists in the data module's ``--help``
+page holds exactly these tables; ``python -m cfl_lightning.kinds.docs docs/reference.md``
+rewrites them there, :func:`filled`), :func:`choices_text` the lists in the data module's ``--help``
 and :func:`choice_list` the one-line lists the guides and the CLI reference give.
 """
 
@@ -11,7 +12,7 @@ from cfl_lightning.kinds.events import EVENT_KIND_REGISTRY, event_forms
 from cfl_lightning.kinds.generators import GENERATOR_REGISTRY
 from cfl_lightning.kinds.interventions import INTERVENTION_KINDS
 
-__all__ = ["markdown_tables", "choices_text", "choice_list", "TABLE_MARKERS"]
+__all__ = ["markdown_tables", "choices_text", "choice_list", "filled", "TABLE_MARKERS"]
 
 #: the comments around each generated table in docs/reference.md
 TABLE_MARKERS = {
@@ -35,13 +36,11 @@ def choice_list(registry: str, sep: str = " | ") -> str:
 
 def choices_text() -> dict[str, str]:
     """``{"generators": ..., "interventions": ..., "events": ...}``: one line each for help."""
-    generators = ", ".join(
-        f'"{g.name}" ({g.description}'
-        + (f"; {', '.join(g.settings)}" if g.settings else "")
-        + ")"
+    generators = "; ".join(
+        f'"{g.name}": {g.description}' + (f", reads {', '.join(g.settings)}" if g.settings else "")
         for g in GENERATOR_REGISTRY
     )
-    interventions = ", ".join(f'"{k.name}" ({k.description})' for k in INTERVENTION_KINDS)
+    interventions = "; ".join(f'"{k.name}": {k.description}' for k in INTERVENTION_KINDS)
     return {"generators": generators, "interventions": interventions, "events": event_forms()}
 
 
@@ -61,7 +60,7 @@ def markdown_tables() -> dict[str, str]:
                 g.description,
                 ", ".join(
                     f"`{p.flag}`" + (f" / `{p.setting}`" if p.setting else "")
-                    + f" ({p.default})"
+                    + f" ({'unset' if p.default is None else p.default})"
                     for p in g.params
                 ),
             )
@@ -85,3 +84,32 @@ def markdown_tables() -> dict[str, str]:
         ],
     )
     return {"generators": generators, "events": events, "interventions": interventions}
+
+
+def filled(text: str) -> str:
+    """``text`` with each ``<!-- kinds:NAME -->`` ... ``<!-- /kinds -->`` block replaced by the
+    registry's table.
+
+    Raises:
+        ValueError: a block's markers are missing.
+    """
+    tables = markdown_tables()
+    for name, (start, end) in TABLE_MARKERS.items():
+        head, found, rest = text.partition(start)
+        _, closed, tail = rest.partition(end)
+        if not found or not closed:
+            raise ValueError(f"no {start} ... {end} block")
+        text = f"{head}{start}\n{tables[name]}\n{end}{tail}"
+    return text
+
+
+if __name__ == "__main__":  # pragma: no cover - a maintainer's rewrite of the page
+    import os
+    import sys
+
+    for page in sys.argv[1:]:
+        with open(page, encoding="utf-8") as handle:
+            text = filled(handle.read())
+        with open(f"{page}.tmp", "w", encoding="utf-8") as handle:  # then renamed: atomic
+            handle.write(text)
+        os.replace(f"{page}.tmp", page)

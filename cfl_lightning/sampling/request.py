@@ -135,4 +135,9 @@ def check_request(
     if method not in METHODS:
         raise InterventionError(f"unknown method {method!r}; expected one of {', '.join(METHODS)}")
     spec.validate(pfsa, k)  # names, sizes and feasibility
+    if method == "binning" and spec.constrained and spec.spec.sampler is None:
+        raise InterventionError(
+            f"intervention {spec.kind!r} has no exact sampler (its registry entry's sampler is "
+            "unset); use method rejection"
+        )
     return SamplingRequest(k, seed, spec, method, dev, max_tries, estimate)
