@@ -26,7 +26,11 @@ from cfl_lightning.kinds.generators import (
     GeneratorName,
     generator,
 )
-from cfl_lightning.kinds.interventions import InterventionName, intervention_kind
+from cfl_lightning.kinds.interventions import (
+    INTERVENTION_KINDS,
+    InterventionName,
+    intervention_kind,
+)
 from cfl_lightning.sampling.request import SEED_MAX
 
 __all__ = [
@@ -153,6 +157,8 @@ class DataSettings:
             object.__setattr__(self, name, _integer(name, getattr(self, name), low, high))
         generator(self.generator)  # unknown: PFSAError naming the registered generators
         intervention_kind(self.intervention)  # unknown: InterventionError naming the kinds
+        for name in ("generator", "intervention"):  # plain text in hparams and results.json
+            object.__setattr__(self, name, str(getattr(self, name)))
 
     @classmethod
     def from_arguments(cls, arguments: Mapping[str, Any]) -> DataSettings:
@@ -212,13 +218,25 @@ def attributes_section() -> str:
 
 
 def _register_types() -> None:
-    """Let jsonargparse (LightningCLI's parser) build the registry-checked name types."""
+    """Let jsonargparse (LightningCLI's parser) check the registry-checked name types.
+
+    A known name stays a plain ``str`` (so hparams, ``results.json`` and checkpoints hold plain
+    text); an unknown one is refused with the registry's one-line message.
+    """
     try:
         from jsonargparse.typing import register_type
     except ImportError:  # pragma: no cover - the CLI's dependency
         return
-    for name_type in (GeneratorName, InterventionName):
-        register_type(name_type, serializer=str, deserializer=name_type)
+    for name_type, registry in (
+        (GeneratorName, GENERATOR_REGISTRY),
+        (InterventionName, INTERVENTION_KINDS),
+    ):
+        register_type(
+            name_type,
+            serializer=str,
+            deserializer=lambda value, t=name_type: str(t(value)),
+            type_check=lambda value, _, r=registry: type(value) is str and value in r,
+        )
 
 
 _register_types()
