@@ -31,7 +31,13 @@ from cfl_lightning.kinds import (
     Registry,
     resolve,
 )
-from cfl_lightning.kinds.docs import TABLE_MARKERS, choice_list, choices_text, filled, markdown_tables
+from cfl_lightning.kinds.docs import (
+    TABLE_MARKERS,
+    choice_list,
+    choices_text,
+    filled,
+    markdown_tables,
+)
 from cfl_lightning.kinds.interventions import INTERVENTIONS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -144,7 +150,8 @@ def test_built_in_kinds_keep_their_behaviour():
     assert EVENT_KIND_REGISTRY.names() == ("state", "symbol", "transition")
     assert str(Event.parse("transition:q:x:y")) == "transition:q:x:y"
     assert Event.parse("transition:q:x:y") == Event("transition", "q", "x:y")
-    with pytest.raises(EventError, match="expected state:NAME, symbol:SYM or transition:SOURCE:SYM"):
+    forms = "expected state:NAME, symbol:SYM or transition:SOURCE:SYM"
+    with pytest.raises(EventError, match=forms):
         Event.parse("push:X")
     with pytest.raises(EventError, match="unknown event kind 'push'"):
         Event("push", stack="X").function(two_state())
@@ -195,7 +202,12 @@ def test_a_toy_of_each_kind_passes_config_validation(toys):
     from jsonargparse import ArgumentParser
 
     from cfl_lightning.data import PFADataModule
-    from cfl_lightning.data.settings import GENERATOR_ARGS, DataSettings, applicable, build_automaton
+    from cfl_lightning.data.settings import (
+        GENERATOR_ARGS,
+        DataSettings,
+        applicable,
+        build_automaton,
+    )
 
     settings = DataSettings(generator="two_state", eta=0.3, intervention="at_most",
                             event="loop:s0", count=5)
@@ -223,7 +235,8 @@ def test_a_toy_of_each_kind_is_seen_by_the_sampling_core(toys):
     corpus = sample_corpus(pfsa, 8, seed=0, intervention="at_most", event="loop:s0", count=3,
                            method="rejection")
     assert corpus.total_count <= 3
-    assert estimate_sampling(pfsa, 8, intervention="at_most", event="loop:s0", count=3).bins_bytes == 0
+    estimate = estimate_sampling(pfsa, 8, intervention="at_most", event="loop:s0", count=3)
+    assert estimate.bins_bytes == 0  # no memory hook: no bins
 
 
 def test_a_toy_of_each_kind_is_seen_by_the_analysis(toys):
@@ -251,7 +264,8 @@ def test_a_toy_of_each_kind_is_seen_by_the_analysis(toys):
 
 def test_a_toy_of_each_kind_is_in_the_docs_lists(toys):
     tables = markdown_tables()
-    assert "| `two_state` | a toy" in tables["generators"] and "`--p` / `eta` (0.5)" in tables["generators"]
+    assert "| `two_state` | a toy" in tables["generators"]
+    assert "`--p` / `eta` (0.5)" in tables["generators"]
     assert "| `loop:NAME` | every self-loop at state NAME | per-loop |" in tables["events"]
     assert "| `at_most` |" in tables["interventions"]
     assert choice_list("interventions").endswith('"at_least_once" | "at_most"')
@@ -260,7 +274,8 @@ def test_a_toy_of_each_kind_is_in_the_docs_lists(toys):
 def test_the_toys_are_gone_after_their_test():
     assert "two_state" not in GENERATOR_REGISTRY and "loop" not in EVENT_KIND_REGISTRY
     assert "at_most" not in INTERVENTIONS
-    with pytest.raises(InterventionError, match="expected one of none, exact, at_least, at_least_once$"):
+    known = "expected one of none, exact, at_least, at_least_once$"
+    with pytest.raises(InterventionError, match=known):
         INTERVENTION_KINDS.get("at_most")
 
 
@@ -276,7 +291,9 @@ def test_the_reference_holds_the_registries_tables():
         assert filled(page) != page  # the negative control: a new kind changes the page
     interventions = ",".join(INTERVENTIONS)
     assert f"`--intervention {{{interventions}}}`" in page
-    automaton_row = next(line for line in page.splitlines() if "`python -m cfl_lightning automaton" in line)
+    automaton_row = next(
+        line for line in page.splitlines() if "`python -m cfl_lightning automaton" in line
+    )
     assert all(name in automaton_row for name in GENERATOR_REGISTRY.names())
 
 

@@ -126,7 +126,9 @@ def transition_table(event: Event, pfsa: PFSA) -> Tensor:
     """``transition:SOURCE:SYM``: 1 on that transition, which must exist. ``[Q, S]`` int64."""
     q, s = event._state(pfsa), event._symbol(pfsa)
     if int(pfsa.next_state[q, s]) < 0:
-        raise EventError(f"event {event}: state {event.state!r} has no transition on {event.symbol!r}")
+        raise EventError(
+            f"event {event}: state {event.state!r} has no transition on {event.symbol!r}"
+        )
     mask = _zeros(pfsa)
     mask[q, s] = 1
     return mask

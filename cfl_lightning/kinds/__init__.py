@@ -6,7 +6,12 @@ choices, the configs' validation, the analysis labels and the docs' lists read i
 is one module (its code) plus one ``register_*`` call (docs/design.md, "Where things vary").
 """
 
-from cfl_lightning.kinds.events import EVENT_KIND_REGISTRY, EventKind, event_kind, register_event_kind
+from cfl_lightning.kinds.events import (
+    EVENT_KIND_REGISTRY,
+    EventKind,
+    event_kind,
+    register_event_kind,
+)
 from cfl_lightning.kinds.generators import (
     GENERATOR_REGISTRY,
     Generator,

@@ -66,7 +66,6 @@ class EventKind:
             causal/correlational gap is a difference, not a ratio.
         title: ``title(rest)`` -> a plot panel's title from the text after ``kind:``; or None
             for ``"kind rest"``.
-        poolable: ``kind:*`` pools every event of the kind (``stratify``, ``analyze``).
     """
 
     name: str
@@ -79,7 +78,6 @@ class EventKind:
     weight: str = ""
     signed: bool = False
     title: Callable[[str], str] | None = None
-    poolable: bool = False
 
     def __post_init__(self) -> None:
         unknown = [f for f in self.fields if f not in EVENT_FIELDS]
@@ -185,7 +183,6 @@ for _kind in (
         tables={"pfsa": f"{_EVENTS}:state_table"},
         locate=f"{_EVENTS}:state_index",
         weight="p_π(q)",
-        poolable=True,
     ),
     EventKind(
         "symbol",
@@ -195,7 +192,6 @@ for _kind in (
         locate=f"{_EVENTS}:symbol_index",
         weight="p_π(s)",
         signed=True,
-        poolable=True,
     ),
     EventKind(
         "transition",

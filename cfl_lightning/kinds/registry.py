@@ -82,7 +82,9 @@ class Registry(Generic[E]):
     def register(self, entry: E, *, replace: bool = False) -> None:
         """Add ``entry`` (``replace`` an entry of the same name instead of refusing it)."""
         if not isinstance(entry.name, str) or not entry.name or ":" in entry.name:
-            raise self.error(f"a {self.what} name is non-empty text without ':', got {entry.name!r}")
+            raise self.error(
+                f"a {self.what} name is non-empty text without ':', got {entry.name!r}"
+            )
         if entry.name in self._entries and not replace:
             raise self.error(f"{self.what} {entry.name!r} is already registered")
         self._entries[entry.name] = entry
