@@ -20,9 +20,14 @@ from cfl_lightning.__main__ import main
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# The command's arguments reach the probe as the process's own arguments (``python -c PROBE
+# ARG...``), never pasted into its source: an earlier probe pasted ``'analyze', '--help'`` after
+# a ``*`` so that every case unpacked its first argument into characters and ran the unknown
+# command ``a``, which imports nothing (issue 37). ``RAN`` records the command that ran.
 PROBE = """
 import runpy, sys
-sys.argv = ["cfl_lightning", *ARGS]
+sys.argv = ["cfl_lightning", *sys.argv[1:]]
+print("RAN", sys.argv[1:], file=sys.stderr)
 try:
     runpy.run_module("cfl_lightning", run_name="__main__")
 except SystemExit:
@@ -37,9 +42,10 @@ def imported(*args: str) -> tuple[int, set[str], str]:
     env = {**os.environ, "WANDB_MODE": "disabled"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     proc = subprocess.run(
-        [sys.executable, "-c", PROBE.replace("ARGS", repr(list(args))[1:-1] or "")],
-        capture_output=True, text=True, env=env, cwd=ROOT,
+        [sys.executable, "-c", PROBE, *args], capture_output=True, text=True, env=env, cwd=ROOT,
     )
+    assert f"RAN {list(args)!r}" in proc.stderr, proc.stderr[-2000:]
+    assert "unknown command" not in proc.stderr, proc.stderr[-2000:]
     match = re.search(r"IMPORTED (\[.*\])", proc.stderr)
     assert match, proc.stderr[-2000:]
     return proc.returncode, set(eval(match.group(1))), proc.stderr  # noqa: S307 (our own list)
@@ -52,10 +58,14 @@ def imported(*args: str) -> tuple[int, set[str], str]:
         ("sweep", "--help"),
         ("sweep", "sweeps/parity_starfree_causal_exact.yaml"),  # --output missing
         ("stratify", "--help"),
+        ("stratify", "--bogus"),
         ("analyze", "--help"),
+        ("analyze", "--bogus"),
         ("draw", "--help"),
+        ("draw", "--bogus"),
     ],
-    ids=["main-help", "sweep-help", "sweep-usage", "stratify-help", "analyze-help", "draw-help"],
+    ids=["main-help", "sweep-help", "sweep-usage", "stratify-help", "stratify-usage",
+         "analyze-help", "analyze-usage", "draw-help", "draw-usage"],
 )
 def test_light_commands_answer_without_torch(args):
     """``--help`` and usage errors of the commands that train nothing import no torch, no
@@ -68,6 +78,14 @@ def test_light_commands_answer_without_torch(args):
 def test_core_commands_import_only_torch(args):
     _, heavy, _ = imported(*args)
     assert heavy <= {"torch"}, heavy
+
+
+def test_probe_sees_a_heavy_import_and_the_command_it_ran():
+    """Negative control for the probe: ``sample --help`` imports torch (the sampler is torch
+    code), so a probe that reports nothing for it is broken, and the help it prints is
+    ``sample``'s own."""
+    code, heavy, err = imported("sample", "--help")
+    assert code == 0 and "torch" in heavy, (code, heavy, err[-2000:])
 
 
 # ------------------------------------------------------------------- sweep progress lines
