@@ -226,11 +226,12 @@ def test_write_table_handles_nan(tmp_path):
     assert lines[0] == (
         "target,model,setting,x_kind,num_strings,x,x_min,x_max,mean,sem,n,"
         "metric,quantity,excluded_min_visits,no_value,"  # the original columns, in order
-        "ci_low,ci_high,x_median,gap,gap_ci_low,gap_ci_high,gap_n,gap_kind"
+        "ci_low,ci_high,x_median,gap,gap_ci_low,gap_ci_high,gap_n,gap_kind,"
+        "ci_method,ci_wide"  # which interval, and whether it is too wide to read (issue 42)
     )
     assert lines[1] == (
         "state:odd,M,causal_exact,occurrences,500,1,1,1,0.5,,1,kl_target_unweighted,,0,0,"
-        ",,,,,,,"
+        ",,,,,,,,t,false"
     )
 
 

@@ -173,6 +173,24 @@ def test_a_bad_plan_file_is_one_line_and_exit_2(tmp_path, capsys):
     assert code == 2 and "--plan names its own target" in err
 
 
+def test_a_plans_intervals_stay_the_pre_registered_t_intervals():
+    """The curves' intervals of non-negative quantities moved to the log scale (issue 42); a
+    plan fixed its rule before its runs, so its bins keep the plain t-interval, below zero
+    included."""
+    values = [0.002, 0.03, 0.004]
+    items = [correlational_run(f"A{a}", v, [150] * 10) for a, v in enumerate(values)]
+    for item in items:
+        item["kl_unweighted"]["state"] = dict.fromkeys(item["kl_unweighted"]["state"], 0.0)
+        item["kl_unweighted"]["state"]["q0"] = item["kl_unweighted"]["symbol"]["a"]
+    records = [record_from_results(item, f"r{i}") for i, item in enumerate(items)]
+    plan = parse_plan({**BASE, "target": "state:q0", "bins": [100, 1000], "counts": [150],
+                       "contrasts": [{"name": "G", "gap": 150, "expect": "nonzero"}]})
+    res = evaluate_plan(records, plan)
+    b = res.bins[("kl_target_unweighted", "LSTMLanguageModel", 100.0)]
+    assert b.n == 3 and (b.low, b.high) == pytest.approx(t_interval(values), rel=1e-9)
+    assert b.low < 0
+
+
 def test_a_pooled_plan_has_intervals_over_automata():
     """10 symbols share one value per automaton: the pooled bin's interval is the automata's."""
     rng = np.random.default_rng(3)

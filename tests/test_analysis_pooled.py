@@ -124,7 +124,7 @@ def test_a_single_target_csv_keeps_its_columns(shared_value_runs, tmp_path, caps
     err = capsys.readouterr().err
     assert code == 0, err
     header = out.with_suffix(".csv").read_text().splitlines()[0].split(",")
-    assert "pairs" not in header and header[-1] == "gap_kind"
+    assert "pairs" not in header and header[-3:] == ["gap_kind", "ci_method", "ci_wide"]
 
 
 def test_pooling_helpers():

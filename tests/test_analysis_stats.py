@@ -164,11 +164,11 @@ def test_negative_control_too_narrow_mean_interval(monkeypatch):
     through the same aggregation."""
     items, truth = synthetic_study()
 
-    def se_band(values, level=stats.LEVEL):
+    def se_band(values, method, level=stats.LEVEL):
         mean, sem, _ = stats.mean_sem(values)
         return mean - sem, mean + sem
 
-    monkeypatch.setattr(ag, "t_interval", se_band)
+    monkeypatch.setattr(ag, "point_interval", se_band)
     rows = causal_rows(items)
     assert coverage(rows, truth, lambda r: (r.ci_low, r.ci_high)) < 20
 
@@ -232,3 +232,45 @@ def test_explicit_edges_bin_exactly_and_drop_runs_outside():
     default = ag.aggregate(ag.best_of_repeats(runs), bins=3, metric="kl_target")
     assert sum(r.n for r in default) == len(xs)
     assert [(r.x_min, r.x_max) for r in default] != [(a, b) for a, b, _ in got]
+
+
+# --------------------------------------------------------------------------- range (issue 42)
+
+
+def test_log_t_interval_stays_above_zero_where_the_t_interval_does_not():
+    """Two automata with a large spread: the plain t-interval of a KL runs below zero (issue 42,
+    item 1); the log-scale one is ``mean * exp(-+ t * sem / mean)``, positive around the mean."""
+    values = [0.004, 0.06]
+    assert stats.t_interval(values)[0] < 0  # negative control: the range is not respected
+    low, high = stats.log_t_interval(values)
+    mean, sem = np.mean(values), scipy_stats.sem(values)
+    half = scipy_stats.t.ppf(0.975, 1) * sem / mean
+    assert (low, high) == pytest.approx((mean * math.exp(-half), mean * math.exp(half)))
+    assert 0 < low < mean < high
+    assert stats.too_wide("log-t", low, high, 2)  # spans far more than 10x: too wide to read
+    narrow = stats.log_t_interval([0.05, 0.055, 0.052])
+    assert 0 < narrow[0] < narrow[1] and not stats.too_wide("log-t", *narrow, 3)
+    # no interval: n < 2 or a mean that is not positive (an estimate can fall below zero)
+    assert all(math.isnan(v) for v in stats.log_t_interval([0.4]))
+    assert all(math.isnan(v) for v in stats.log_t_interval([-0.002, 0.001]))
+    assert stats.too_wide("log-t", math.nan, math.nan, 2)
+    assert not stats.too_wide("log-t", math.nan, math.nan, 1)  # n = 1 is hollow, not wide
+    assert not stats.too_wide("t", -5.0, 5.0, 2)  # a signed quantity's t-interval is drawn whole
+    with pytest.raises(ValueError):
+        stats.point_interval(values, "bootstrap")
+
+
+def test_curve_intervals_of_non_negative_quantities_respect_the_range():
+    """``aggregate``: a per-state contribution with n = 2 automata gets a log-t interval above
+    zero, marked too wide; a per-symbol contribution (signed) keeps the plain t-interval."""
+    items = []
+    for event in ("state:odd", "symbol:a"):
+        for a, value in enumerate((0.002, 0.03)):
+            items.append(result(automaton=f"A{a}", event=event, count=100, kl_target=value))
+    rows = {r.target: r for r in ag.aggregate(ag.best_of_repeats(records(items)))}
+    state, symbol = rows["state:odd"], rows["symbol:a"]
+    assert state.ci_method == "log-t" and 0 < state.ci_low < state.mean < state.ci_high
+    assert state.ci_wide
+    assert symbol.ci_method == "t" and symbol.ci_low < 0 and not symbol.ci_wide
+    assert (symbol.ci_low, symbol.ci_high) == pytest.approx(stats.t_interval([0.004, 0.06]))
+    assert ag.interval_method("kl_total", "symbol:a") == "log-t"  # a KL, whatever the target

@@ -55,7 +55,7 @@ from typing import Any
 import numpy as np
 
 from cfl_lightning.analysis.binning import BINNINGS, assign, bin_edges
-from cfl_lightning.analysis.labels import gap_kind, quantity_name, x_kind
+from cfl_lightning.analysis.labels import gap_kind, interval_method, quantity_name, x_kind
 from cfl_lightning.analysis.pooling import cluster_means, is_pooled
 from cfl_lightning.analysis.records import (
     METRICS,
@@ -75,7 +75,13 @@ from cfl_lightning.analysis.selection import (
     for_target,
     split_by_visits,
 )
-from cfl_lightning.analysis.stats import GAP_FACTOR, gap_interval, mean_sem, t_interval
+from cfl_lightning.analysis.stats import (
+    GAP_FACTOR,
+    gap_interval,
+    mean_sem,
+    point_interval,
+    too_wide,
+)
 from cfl_lightning.io import atomic_open
 
 __all__ = [
@@ -100,6 +106,7 @@ __all__ = [
     "split_by_visits",
     "quantity_name",
     "gap_kind",
+    "interval_method",
     "aggregate",
     "table_columns",
     "write_table",
@@ -137,7 +144,8 @@ class CurveRow:
     # runs of this curve (all its points) left out: below --min-visits, and without a value
     excluded_min_visits: int = 0
     no_value: int = 0
-    # 95% Student-t interval of the mean over automata (NaN for n < 2)
+    # 95% interval of the mean over automata (NaN for n < 2), by ``ci_method``
+    # (:func:`interval_method`): Student-t on the log scale for non-negative quantities
     ci_low: float = _NAN
     ci_high: float = _NAN
     # the median x of the point's runs (a causal point: its count)
@@ -153,6 +161,10 @@ class CurveRow:
     # and n / gap_n count automata (:mod:`cfl_lightning.analysis.pooling`)
     pairs: int = 0
     gap_pairs: int | None = None
+    # how ci_low/ci_high were computed ("log-t" or "t"), and whether the interval is too wide to
+    # read (:func:`cfl_lightning.analysis.stats.too_wide`)
+    ci_method: str = "t"
+    ci_wide: bool = False
 
 
 def _metric(record: RunRecord, metric: str) -> float | None:
@@ -366,7 +378,9 @@ class _RowMaker:
         ``(a gap_interval result, the correlational pairs)`` or None."""
         key = (event, model, "correlational" if setting.startswith("correlational") else setting, k)
         values, pairs = clustered
-        low, high = t_interval(values)
+        method = interval_method(self.metric, event)
+        low, high = point_interval(values, method)
+        mean, sem, n = mean_sem(values)
         gaps: dict[str, Any] = {}
         if gap is not None:
             gap, gap_pairs = gap
@@ -387,7 +401,9 @@ class _RowMaker:
             x,
             lo,
             hi,
-            *mean_sem(values),
+            mean,
+            sem,
+            n,
             metric=self.metric,
             quantity=quantity_name(self.metric, event),
             excluded_min_visits=self.excluded.get(key, 0),
@@ -396,6 +412,8 @@ class _RowMaker:
             ci_high=high,
             x_median=x_median,
             pairs=pairs,
+            ci_method=method,
+            ci_wide=too_wide(method, low, high, n),
             **gaps,
         )
 
@@ -417,6 +435,8 @@ def write_table(rows: Sequence[CurveRow], path: str | os.PathLike) -> None:
     def cell(value: Any) -> Any:
         if value is None or (isinstance(value, float) and not math.isfinite(value)):
             return ""
+        if isinstance(value, bool):
+            return "true" if value else "false"
         if isinstance(value, float):
             return f"{value:.6g}"
         return value

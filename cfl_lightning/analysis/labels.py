@@ -1,7 +1,8 @@
 """What the analysis calls things, read from the kind registries (pure Python, no torch).
 
 * a target's quantity (:func:`quantity_name`: ``per-state contribution``) and how its gap is
-  measured (:func:`gap_kind`), from its event kind (:mod:`cfl_lightning.kinds.events`);
+  measured (:func:`gap_kind`) and how a curve point's interval is (:func:`interval_method`),
+  from its event kind (:mod:`cfl_lightning.kinds.events`);
 * a setting's x axis (:func:`x_kind`: occurrences or strings), legend label and plot style
   (:func:`setting_label`, :func:`setting_style`), from the intervention kind whose runs it
   holds (:mod:`cfl_lightning.kinds.interventions`); ``correlational_strings`` is the
@@ -21,6 +22,7 @@ from cfl_lightning.kinds.interventions import INTERVENTION_KINDS, InterventionKi
 __all__ = [
     "quantity_name",
     "gap_kind",
+    "interval_method",
     "x_kind",
     "setting_label",
     "setting_style",
@@ -107,3 +109,14 @@ def gap_kind(metric: str, target: str, values: Iterable[float | None] = ()) -> s
         return "difference"
     finite = [v for v in values if v is not None and math.isfinite(v)]
     return "ratio" if all(v > 0 for v in finite) else "difference"
+
+
+def interval_method(metric: str, target: str) -> str:
+    """How a curve point's interval is computed: ``"log-t"`` for quantities that cannot be
+    negative (per-state contributions, ``kl_total``), ``"t"`` for signed ones (per-transition
+    and per-symbol contributions; an event kind's ``signed``). The plans' contrasts keep the
+    plain t-interval."""
+    kind = target.partition(":")[0]
+    if metric != "kl_total" and kind in EVENT_KIND_REGISTRY and event_kind(kind).signed:
+        return "t"
+    return "log-t"

@@ -4,7 +4,13 @@ The independent unit is the automaton (a weighting or a topology) behind a corpu
 one corpus are reduced to one value before anything here sees them. All intervals are Student-t
 intervals (no resampling, so no seed and nothing random):
 
-* the **mean** of ``n`` values: ``mean +- t(n-1) * sem`` (:func:`t_interval`);
+* the **mean** of ``n`` values: ``mean +- t(n-1) * sem`` (:func:`t_interval`), the interval of
+  signed quantities and of the pre-registered plans (:mod:`cfl_lightning.analysis.plan`);
+* the **mean of a non-negative quantity** (a KL or a per-state contribution, as drawn in the
+  curves): the same t-interval on the log scale, by the delta method,
+  ``mean * exp(-+ t(n-1) * sem / mean)`` (:func:`log_t_interval`): it stays above zero and is
+  asymmetric, as the values' range is; a mean that is not positive has none (NaN). Such an
+  interval spanning more than a factor :data:`WIDE_FACTOR` is too wide to read (:func:`too_wide`);
 * the **gap** between a causal point (values ``c``) and the correlational runs near it (values
   ``r``), two independent samples:
 
@@ -37,6 +43,11 @@ __all__ = [
     "mean_sem",
     "t_quantile",
     "t_interval",
+    "log_t_interval",
+    "INTERVAL_METHODS",
+    "WIDE_FACTOR",
+    "point_interval",
+    "too_wide",
     "Gap",
     "gap_interval",
     "no_gap",
@@ -46,6 +57,9 @@ __all__ = [
 LEVEL = 0.95  # every interval's coverage
 GAP_FACTOR = math.sqrt(2.0)  # correlational runs within [N / GAP_FACTOR, N * GAP_FACTOR] of N
 GAP_KINDS = ("ratio", "difference")
+# a curve point's interval: Student-t on the log scale (non-negative quantities) or plain
+INTERVAL_METHODS = ("log-t", "t")
+WIDE_FACTOR = 10.0  # a log-scale interval with high / low above this is too wide to read
 _NAN = math.nan
 
 
@@ -146,6 +160,42 @@ def t_interval(values: Sequence[float | None], level: float = LEVEL) -> tuple[fl
     mean, sem, n = mean_sem(values)
     half = _half_width(sem, n - 1, level) if n >= 2 else _NAN
     return mean - half, mean + half
+
+
+def log_t_interval(values: Sequence[float | None], level: float = LEVEL) -> tuple[float, float]:
+    """The Student-t interval of the mean of a non-negative quantity, on the log scale.
+
+    ``mean * exp(-+ t(n-1) * sem / mean)``: the delta method on ``log(mean)``, whose standard
+    error is ``sem / mean``. Positive, containing the mean, wider above it than below. None and
+    non-finite values are left out; fewer than two values, or a mean that is not positive (an
+    estimate of a non-negative quantity can fall to or below zero), give ``(nan, nan)``.
+    """
+    mean, sem, n = mean_sem(values)
+    if n < 2 or not mean > 0:
+        return _NAN, _NAN
+    half = _half_width(sem / mean, n - 1, level)
+    return mean * math.exp(-half), mean * math.exp(half)
+
+
+def point_interval(
+    values: Sequence[float | None], method: str, level: float = LEVEL
+) -> tuple[float, float]:
+    """A curve point's interval by ``method`` (:data:`INTERVAL_METHODS`): ``"log-t"``
+    (:func:`log_t_interval`) or ``"t"`` (:func:`t_interval`)."""
+    if method == "log-t":
+        return log_t_interval(values, level)
+    if method == "t":
+        return t_interval(values, level)
+    raise ValueError(f"unknown interval method {method!r}; expected one of {INTERVAL_METHODS}")
+
+
+def too_wide(method: str, low: float, high: float, n: int) -> bool:
+    """Whether a point's interval is too wide to read: a ``"log-t"`` interval of ``n >= 2``
+    values that spans more than a factor :data:`WIDE_FACTOR`, or that does not exist because
+    the mean is not positive. A ``"t"`` interval (signed quantities, linear axes) never is."""
+    if method != "log-t" or n < 2:
+        return False
+    return not (math.isfinite(low) and math.isfinite(high) and high <= WIDE_FACTOR * low)
 
 
 @dataclass(frozen=True)
