@@ -130,3 +130,52 @@ def test_rows_without_intervals_still_draw(tmp_path, monkeypatch):
     assert [(x, y) for x, y, _ in markers(ax)] == [(10.0, -0.1), (20.0, 0.2)]
     assert all(hollow for *_, hollow in markers(ax))
     assert not np.isnan(ax.get_ylim()).any()
+
+
+# --------------------------------------------------------------------------- issue 42
+
+
+def labelled_ticks(ax):
+    low, high = ax.get_xlim()
+    ticks = ax.xaxis.get_major_ticks() + ax.xaxis.get_minor_ticks()
+    return low, high, sorted(t.get_loc() for t in ticks
+                             if low <= t.get_loc() <= high and t.label1.get_text())
+
+
+@pytest.mark.parametrize("logx", [True, False])
+def test_ticks_and_limits_cover_every_plotted_point(tmp_path, monkeypatch, logx):
+    """Issue 42, item 2: with correlational bins the top bin (x about 814, its range to 900)
+    sat past the last tick label (500), on the panel's edge."""
+    rows = [causal(c, 0.4 - c / 2000, 8, 0.1, 0.5) for c in (125.0, 250.0, 500.0)]
+    rows += [corr(m * 1.05, m, m * 0.8, m * 1.1, 0.3, 6) for m in (150.0, 300.0, 814.0)]
+    ax = draw(rows, tmp_path, monkeypatch, logx=logx).axes[0]
+    low, high, labelled = labelled_ticks(ax)
+    drawn = [x for x, _, _ in markers(ax)] + [r.x_min for r in rows] + [r.x_max for r in rows]
+    assert low < min(drawn) and max(drawn) < high  # inside the panel, off its edges
+    assert labelled[0] <= min(drawn) and labelled[-1] >= max(drawn), labelled
+    if logx:
+        assert {125.0, 250.0, 500.0, 1000.0} <= set(labelled)  # the counts, and 1,000 beyond
+
+
+def test_intervals_too_wide_to_read_are_dashed_and_named_in_the_note(tmp_path, monkeypatch):
+    """Issue 42, item 1: a log-scale interval spanning more than 10x is drawn dashed, outside
+    the band, and the panel's top stays near the readable points."""
+    from dataclasses import replace
+
+    wide = replace(causal(250.0, 0.3, 2, 0.003, 30.0), ci_method="log-t", ci_wide=True)
+    rows = [causal(125.0, 0.4, 8, 0.3, 0.5), wide, causal(500.0, 0.2, 8, 0.15, 0.25)]
+    fig = draw(rows, tmp_path, monkeypatch)
+    ax = fig.axes[0]
+    styles = {}
+    for c in ax.collections:
+        if hasattr(c, "get_segments"):
+            for s, style in zip(c.get_segments(), c.get_linestyles() * len(c.get_segments())):
+                if s[0][0] == s[1][0]:
+                    styles[round(s[0][0])] = style[1] is not None  # dashed: a dash pattern
+    assert styles == {125: False, 250: True, 500: False}
+    assert ax.get_ylim()[1] < 1.0  # the wide bar (up to 30) runs to the edge
+    note = " ".join(fig.legends[0].get_title().get_text().split())
+    assert " ".join(plot.WIDE_NOTE.split()) in note
+    # negative control: the same rows without the mark get no note and no dashed bar
+    plain = draw([replace(r, ci_wide=False) for r in rows], tmp_path, monkeypatch)
+    assert plot.WIDE_NOTE.split()[0] + " " not in plain.legends[0].get_title().get_text()
