@@ -229,7 +229,7 @@ def _data_module(args: Sequence[str]) -> Any:
     from cfl_lightning.data import PFADataModule
 
     if _PARSER is None:
-        _PARSER = ArgumentParser(exit_on_error=False)
+        _PARSER = ArgumentParser(exit_on_error=False, allow_abbrev=False)
         _PARSER.add_class_arguments(PFADataModule, "data", fail_untyped=False)
     try:
         cfg = _PARSER.parse_args(_data_flags(args))

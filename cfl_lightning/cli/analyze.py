@@ -73,7 +73,13 @@ from cfl_lightning.analysis.report import (
     input_kind,
     model_label,
 )
-from cfl_lightning.cli.common import ArgumentParser, command_args, edges_type, run_command
+from cfl_lightning.cli.common import (
+    ArgumentParser,
+    command_args,
+    edges_type,
+    path_type,
+    run_command,
+)
 
 __all__ = ["main", "build_parser", "check_args", "analyze", "input_kind", "gap_table"]
 
@@ -114,10 +120,12 @@ def _add_input_arguments(parser: ArgumentParser) -> None:
         ),
     )
     parser.add_argument(
-        "--output", help="figure path (.png, .pdf or .svg); the CSV goes beside it"
+        "--output", type=path_type,
+        help="figure path (.png, .pdf or .svg); the CSV goes beside it",
     )
     parser.add_argument(
         "--export-results",
+        type=path_type,
         metavar="OUT.jsonl",
         help=(
             "also (or, without --output, only) write the runs read as compact JSON Lines: the "

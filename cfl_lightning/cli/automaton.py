@@ -16,6 +16,7 @@ import sys
 from cfl_lightning.cli.common import (
     ArgumentParser,
     command_args,
+    path_type,
     probability_type,
     run_command,
     seed_type,
@@ -42,7 +43,7 @@ def build_parser() -> ArgumentParser:
                 metavar=param.flag.lstrip("-").replace("-", "_").upper(),
                 help=f"{param.help}{shown}".replace("%", "%%"),
             )
-        sub.add_argument("--output", required=True)
+        sub.add_argument("--output", required=True, type=path_type)
     return parser
 
 

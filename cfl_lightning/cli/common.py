@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from cfl_lightning.errors import CflError
 
@@ -16,13 +17,61 @@ __all__ = [
     "positive_type",
     "probability_type",
     "edges_type",
+    "path_type",
+    "STDOUT",
 ]
 
 SEED_MAX = 2**64 - 1
+STDOUT = "-"  # ``--output -``: standard output, where a command can stream its output
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse that reports usage errors as one line on stderr and exits with status 2."""
+    """argparse that reports usage errors as one line on stderr and exits with status 2.
+
+    Option names must be given in full (``allow_abbrev=False``: ``--num-string`` is not
+    ``--num-strings``), and an unknown option is named, with the closest known one, before
+    anything else is checked: ``unrecognized argument --num-strigns (did you mean
+    --num-strings?)`` rather than "the following arguments are required: --num-strings".
+    """
+
+    def __init__(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003 - argparse's own
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def parse_args(self, args: Sequence[str] | None = None, namespace=None):  # noqa: ANN001, ANN201
+        args = list(sys.argv[1:] if args is None else args)
+        unknown = self.unknown_option(args)
+        if unknown is not None:
+            self.error(unknown)
+        return super().parse_args(args, namespace)
+
+    def unknown_option(self, args: Sequence[str]) -> str | None:
+        """The message for the first option in ``args`` that this parser does not know, or None.
+
+        Arguments after ``--``, ``-`` itself and negative numbers are values, not options; after a
+        subcommand's name (``automaton random ...``) the subcommand's parser checks the rest.
+        """
+        commands = {name: sub for action in self._actions
+                    if isinstance(action, argparse._SubParsersAction)  # noqa: SLF001
+                    for name, sub in action.choices.items()}
+        for i, token in enumerate(args):
+            if token == "--":
+                return None
+            if token in commands and isinstance(commands[token], ArgumentParser):
+                return commands[token].unknown_option(args[i + 1:])
+            if not token.startswith("-") or token == "-":
+                continue
+            negative = self._negative_number_matcher.match(token)
+            if negative and not self._has_negative_number_optionals:
+                continue
+            name = token.split("=", 1)[0] if token.startswith("--") else token[:2]
+            if name in self._option_string_actions:
+                continue
+            known = [o for o in self._option_string_actions if o.startswith("--")]
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
+            hint = f"did you mean {close[0]}?" if close else f"see {self.prog} --help"
+            return f"unrecognized argument {name} ({hint})"
+        return None
 
     def error(self, message: str) -> None:  # type: ignore[override]
         sys.stderr.write(f"{self.prog}: error: {message}\n")
@@ -74,6 +123,16 @@ def edges_type(text: str) -> list[float]:
             f"expected comma-separated numbers such as 100,200,400, got {text!r}"
         )
     return values
+
+
+def path_type(text: str) -> str:
+    """An argparse type: an output path that is a file, not standard output (``-``), for
+    commands that write files (a figure and its CSV, a YAML and its CSV, a directory)."""
+    if text == STDOUT:
+        raise argparse.ArgumentTypeError(
+            "this command cannot write to standard output ('-'); give a file path"
+        )
+    return text
 
 
 def command_args(argv: list[str] | None, command: str) -> list[str]:

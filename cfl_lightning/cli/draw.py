@@ -11,8 +11,10 @@ arrow; edges read ``symbol/weight``. Large automata stay readable: above 12 stat
 ``sfdp`` (``--engine``), above 40 edges the labels are left out and an edge's width shows its
 largest weight (``--edge-labels all`` keeps them), and the drawing is scaled to at most 16 x 12
 inches (1,536 x 1,152 pixels as PNG). The input may also be a ``results.json`` (its
-``automaton``). The format comes from the output's extension (png, svg, pdf) or ``--format``.
-Needs graphviz's ``dot`` program (``apt-get install graphviz``).
+``automaton``). The format comes from the output's extension (png, svg, pdf, dot) or
+``--format``. Needs graphviz's ``dot`` program (``apt-get install graphviz``), except for
+``.dot`` (the graph's source, to render elsewhere with ``dot -Tpng``); without it nothing is
+written.
 """
 
 from __future__ import annotations
@@ -20,12 +22,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from cfl_lightning.cli.common import ArgumentParser, command_args, run_command
+from cfl_lightning.cli.common import ArgumentParser, command_args, path_type, run_command
 
 __all__ = ["main", "build_parser"]
 
 PROG = "python -m cfl_lightning draw"
-FORMATS = ("png", "svg", "pdf")
+FORMATS = ("png", "svg", "pdf", "dot")  # cfl_lightning.analysis.draw's
 ENGINES = ("auto", "dot", "neato", "sfdp", "fdp", "circo")  # cfl_lightning.analysis.draw's
 EDGE_LABELS = ("auto", "all", "none")
 
@@ -33,7 +35,7 @@ EDGE_LABELS = ("auto", "all", "none")
 def build_parser() -> ArgumentParser:
     parser = ArgumentParser(prog=PROG, description="Render an automaton JSON file with graphviz.")
     parser.add_argument("automaton", help="automaton JSON file (or a results.json)")
-    parser.add_argument("--output", required=True, help="output file (.png, .svg or .pdf)")
+    parser.add_argument("--output", required=True, type=path_type, help="output file (.png, .svg, .pdf, or .dot: the graph's source)")
     parser.add_argument("--format", choices=FORMATS, help="default: the output's extension")
     parser.add_argument("--digits", type=int, default=2, help="decimals of the weights (default 2)")
     parser.add_argument("--rankdir", choices=("LR", "TB"), default="LR", help="layout direction")
@@ -55,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     suffix = Path(args.output).suffix.lstrip(".").lower()
     if args.format is None and suffix not in FORMATS:
-        parser.error(f"cannot tell the format of {args.output!r}: use .png, .svg, .pdf or --format")
+        parser.error(f"cannot tell the format of {args.output!r}: use .png, .svg, .pdf, .dot or --format")
     if args.format is not None and suffix in FORMATS and suffix != args.format:
         parser.error(f"--format {args.format} does not match the extension of {args.output!r}")
     if not 0 <= args.digits <= 6:

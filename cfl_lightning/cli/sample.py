@@ -6,7 +6,8 @@ Example::
         --intervention exact --event state:odd --count 1200 --output corpus.jsonl
 
 Each output line is ``{"symbols": [...], "count": n}`` (``count`` only when ``--event`` is given).
-Before sampling, the output path is checked (not the automaton file, not a directory) and the
+``--output -`` writes the lines to standard output (the messages go to standard error). Before
+sampling, the output path is checked (not the automaton file, not a directory) and the
 memory needed is estimated; a request that does not fit is refused with the estimate.
 Imports only the pure core: no Lightning, no wandb.
 """
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import sys
 
-from cfl_lightning.cli.common import ArgumentParser, command_args, run_command, seed_type
+from cfl_lightning.cli.common import STDOUT, ArgumentParser, command_args, run_command, seed_type
 
 __all__ = ["main", "build_parser"]
 
@@ -34,7 +35,7 @@ def build_parser() -> ArgumentParser:
     parser.add_argument(
         "--output",
         required=True,
-        help="output .jsonl path (written atomically; a pipe is streamed)",
+        help="output .jsonl path (written atomically; a pipe is streamed; - for standard output)",
     )
     parser.add_argument(
         "--intervention",
@@ -66,21 +67,43 @@ def main(argv: list[str] | None = None) -> int:
         from cfl_lightning.sampling.request import check_request, resolve_device
         from cfl_lightning.sampling.sampler import draw
 
-        check_output(args.output, [args.automaton], what="--output")
+        to_stdout = args.output == STDOUT
+        if not to_stdout:
+            check_output(args.output, [args.automaton], what="--output")
         device = resolve_device(args.device)
         pfsa = PFSA.from_json(args.automaton)
         request = check_request(  # warns on extreme lengths, refuses what won't fit
             pfsa, args.num_strings, seed=args.seed, intervention=args.intervention,
             event=args.event, count=args.count, method=args.method, device=device,
-            max_tries=args.max_tries, write=True, what="this corpus",
+            max_tries=args.max_tries, write=True, what="this corpus", omit_count="omit --count",
         )
         corpus = draw(pfsa, request, progress=True)
         estimate = request.estimate
+        where = "standard output" if to_stdout else args.output
         if sys.stderr.isatty() and estimate is not None and estimate.expected_tokens > 1e6:
-            sys.stderr.write(f"writing {len(corpus):,} strings to {args.output} ...\n")
-        corpus.write_jsonl(args.output, pfsa.alphabet)
+            sys.stderr.write(f"writing {len(corpus):,} strings to {where} ...\n")
+        if to_stdout and not _stream(corpus.jsonl_lines(pfsa.alphabet)):
+            sys.stderr.write("standard output was closed by its reader; stopped writing\n")
+            return 0
+        if not to_stdout:
+            corpus.write_jsonl(args.output, pfsa.alphabet)
         extra = f", {corpus.total_count} occurrences of {args.event}" if args.event else ""
-        sys.stderr.write(f"wrote {len(corpus)} strings{extra} to {args.output}\n")
+        sys.stderr.write(f"wrote {len(corpus)} strings{extra} to {where}\n")
         return 0
 
     return run_command(body, PROG)
+
+
+def _stream(lines) -> bool:  # noqa: ANN001 - an iterator of str
+    """Write ``lines`` to standard output; whether all were written. A reader that stops early
+    (``| head``) ends the stream quietly, as for any Unix filter."""
+    import os
+
+    try:
+        sys.stdout.writelines(lines)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # no second error when Python flushes at exit
+        return False
+    return True

@@ -30,7 +30,13 @@ from __future__ import annotations
 
 import sys
 
-from cfl_lightning.cli.common import ArgumentParser, command_args, edges_type, run_command
+from cfl_lightning.cli.common import (
+    ArgumentParser,
+    command_args,
+    edges_type,
+    path_type,
+    run_command,
+)
 
 __all__ = ["main", "build_parser"]
 
@@ -76,7 +82,7 @@ def build_parser() -> ArgumentParser:
         help="refuse grids with more points (default 100000)",
     )
     parser.add_argument(
-        "--output", required=True, metavar="OUT.yaml",
+        "--output", required=True, metavar="OUT.yaml", type=path_type,
         help="the stratified sweep; OUT.csv beside it lists every setting",
     )
     return parser

@@ -34,7 +34,13 @@ from __future__ import annotations
 
 import sys
 
-from cfl_lightning.cli.common import ArgumentParser, command_args, positive_type, run_command
+from cfl_lightning.cli.common import (
+    ArgumentParser,
+    command_args,
+    path_type,
+    positive_type,
+    run_command,
+)
 
 __all__ = ["main", "build_parser"]
 
@@ -52,7 +58,8 @@ def build_parser() -> ArgumentParser:
     )
     parser.add_argument("sweep", help="W&B sweep YAML (method: grid, flat dotted parameters)")
     parser.add_argument(
-        "--output", required=True, metavar="DIR", help="holds one directory per grid point"
+        "--output", required=True, metavar="DIR", type=path_type,
+        help="holds one directory per grid point",
     )
     parser.add_argument(
         "--parallel", "-j", type=positive_type, default=1, metavar="J", help="runs at a time"

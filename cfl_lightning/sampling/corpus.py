@@ -93,13 +93,18 @@ class Corpus:
                 counts[positions] = part.counts
         return cls(tokens, offsets, counts)
 
-    def write_jsonl(self, path: str | os.PathLike, alphabet: tuple[str, ...]) -> None:
-        """Write one JSON object per line, ``{"symbols": [...], "count": n}``, atomically."""
+    def jsonl_lines(self, alphabet: tuple[str, ...]) -> Iterator[str]:
+        """One JSON object per string, ``{"symbols": [...], "count": n}``, each a line with its
+        newline (``count`` only when the corpus has counts)."""
         names = list(alphabet)
         counts = None if self.counts is None else self.counts.tolist()
+        for k, string in enumerate(self.to_lists()):
+            record: dict = {"symbols": [names[t] for t in string]}
+            if counts is not None:
+                record["count"] = counts[k]
+            yield json.dumps(record, separators=(",", ":")) + "\n"
+
+    def write_jsonl(self, path: str | os.PathLike, alphabet: tuple[str, ...]) -> None:
+        """Write :meth:`jsonl_lines` to ``path``, atomically."""
         with atomic_open(path, "w") as handle:
-            for k, string in enumerate(self.to_lists()):
-                record: dict = {"symbols": [names[t] for t in string]}
-                if counts is not None:
-                    record["count"] = counts[k]
-                handle.write(json.dumps(record, separators=(",", ":")) + "\n")
+            handle.writelines(self.jsonl_lines(alphabet))
