@@ -92,6 +92,20 @@ def test_validation_transitions():
         PFSA.from_dict(data)
 
 
+@pytest.mark.parametrize("end", ["target", "source"])
+def test_an_unknown_state_names_the_transition_by_source_and_symbol(end):
+    """Issue 42: "unknown state 'qO' in transition #6" did not say that #6 counts from 0."""
+    data = mutate()
+    arc = data["transitions"][-1]
+    arc[end] = "qO"
+    with pytest.raises(PFSAError) as err:
+        PFSA.from_dict(data, source="x.json")
+    last = len(data["transitions"]) - 1
+    name = f"transition {arc['source']!r} --{arc['symbol']}--> (transitions[{last}])"
+    assert str(err.value) == f"x.json: unknown state 'qO' as the {end} of {name}"
+    assert "#" not in str(err.value)
+
+
 def test_reachable_state_that_cannot_terminate():
     data = mutate(final={"odd": 0.1})  # rep loops forever with 0.9 -> also unnormalized
     data["transitions"][-1]["weight"] = 1.0

@@ -362,15 +362,22 @@ def test_fit_bad_input_is_one_line_in_a_real_process(tmp_path):
 # --------------------------------------------------------------------------- draw without dot
 
 
-def test_draw_without_dot_writes_the_dot_source_with_a_note(work, capsys, monkeypatch):
+def test_draw_without_dot_writes_nothing_and_says_how_to_get_the_source(work, capsys,
+                                                                     monkeypatch):
+    """Issue 42: the README says a failing command writes nothing; draw without graphviz wrote
+    NAME.dot. Now it writes nothing, and its one line names the .dot output that needs no
+    graphviz."""
     monkeypatch.setattr(draw_module.shutil, "which", lambda name: None)
     code = run_main(["draw", "a.json", "--output", "figure.png"])
     err = capsys.readouterr().err
     assert code == 2 and len(err.splitlines()) == 1
-    assert "apt-get install graphviz" in err and "figure.dot" in err and "dot -Tpng" in err
+    assert "apt-get install graphviz" in err and "nothing written" in err
+    assert "--output figure.dot" in err and "dot -Tpng" in err
+    assert sorted(p.name for p in work.iterdir() if p.name.startswith("figure")) == []
+    # what the line points at: the source, written without graphviz
+    assert run_main(["draw", "a.json", "--output", "figure.dot"]) == 0
     source = (work / "figure.dot").read_text()
     assert source.startswith("digraph") and "s_odd" in source
-    assert not (work / "figure.png").exists()
 
 
 # --------------------------------------------------------------------------- memory, in a child

@@ -31,7 +31,7 @@ __all__ = [
     "ENGINES", "EDGE_LABELS", "LARGE_STATES", "MAX_LABELED_EDGES", "MAX_INCHES",
 ]
 
-FORMATS = ("png", "svg", "pdf")
+FORMATS = ("png", "svg", "pdf", "dot")  # dot: the graph's source, no graphviz program needed
 #: graphviz layout programs (``auto``: ``dot`` up to :data:`LARGE_STATES` states, else ``sfdp``)
 ENGINES = ("auto", "dot", "neato", "sfdp", "fdp", "circo")
 #: edge labels: ``auto`` (up to :data:`MAX_LABELED_EDGES` edges), ``all`` or ``none``
@@ -51,7 +51,7 @@ class DotNotFoundError(CflError):
     """graphviz's ``dot`` executable is not installed.
 
     Attributes:
-        dot_path: where the graph's source was written instead (or None).
+        dot_path: kept for callers of earlier releases; always None (nothing is written).
     """
 
     def __init__(self, message: str, dot_path: Path | None = None) -> None:
@@ -209,12 +209,12 @@ def render_automaton(
 
     ``engine`` and ``edge_labels``: see :func:`automaton_graph`.
 
-    When graphviz's ``dot`` is missing, the graph's source is written to ``output`` with the
-    suffix ``.dot`` instead (render it later with ``dot -T<fmt>``), and
-    :class:`DotNotFoundError` says so.
+    The format ``dot`` writes the graph's source (graphviz's language), which needs no graphviz
+    program: render it later with ``dot -T<fmt>``. When the layout program is missing, nothing
+    is written and :class:`DotNotFoundError` says so, and how to get the source.
 
     Raises:
-        DotNotFoundError: ``dot`` is not installed (its ``dot_path`` is the source written).
+        DotNotFoundError: the layout program is not installed (nothing is written).
         CflError: bad input file or format.
         OutputError: ``output`` is the input file, a directory or another unsafe path.
     """
@@ -228,6 +228,9 @@ def render_automaton(
         source, digits=digits, rankdir=rankdir, title=title, engine=engine,
         edge_labels=edge_labels,
     )
+    if fmt == "dot":
+        atomic_write_text(output, graph.source, inputs=inputs)
+        return output
     import graphviz
 
     try:
@@ -235,12 +238,10 @@ def render_automaton(
             raise graphviz.ExecutableNotFound([graph.engine])
         data = graph.pipe(format=fmt)
     except graphviz.ExecutableNotFound:
-        dot_path = output.with_suffix(".dot")
-        atomic_write_text(dot_path, graph.source, inputs=inputs)
         raise DotNotFoundError(
-            f"{INSTALL_HINT}; wrote the graph source to {dot_path} instead "
-            f"(render it with `dot -T{fmt} {dot_path} -o {output}`)",
-            dot_path,
+            f"{INSTALL_HINT}; nothing written (--output {output.with_suffix('.dot')} writes "
+            "the graph's source, which needs no graphviz, to render later with "
+            f"`dot -T{fmt}`)"
         ) from None
     except graphviz.CalledProcessError as err:
         text = (err.stderr or b"").decode(errors="replace").strip().splitlines()

@@ -375,16 +375,16 @@ class PFSA:
 
         def state(name: Any, what: str) -> int:
             if not isinstance(name, str) or name not in state_ix:
-                raise PFSAError(f"{where}unknown state {name!r} in {what}")
+                raise PFSAError(f"{where}unknown state {name!r} {what}")
             return state_ix[name]
 
-        initial = state(data["initial"], "'initial'")
+        initial = state(data["initial"], "in 'initial'")
         final = torch.zeros(len(states), dtype=torch.float64)
         raw_final = data.get("final", {})
         if not isinstance(raw_final, Mapping):
             raise PFSAError(f"{where}'final' must be an object mapping state names to weights")
         for name, weight in raw_final.items():
-            final[state(name, "'final'")] = _number(weight, f"{where}final weight of {name!r}")
+            final[state(name, "in 'final'")] = _number(weight, f"{where}final weight of {name!r}")
         next_state = torch.full((len(states), len(alphabet)), -1, dtype=torch.long)
         weights = torch.zeros(len(states), len(alphabet), dtype=torch.float64)
         if not isinstance(data["transitions"], list):
@@ -394,13 +394,15 @@ class PFSA:
                 arc
             ):
                 raise PFSAError(
-                    f"{where}transition #{k} must have keys source, symbol, target, weight"
+                    f"{where}transitions[{k}] must have keys source, symbol, target, weight"
                 )
-            src = state(arc["source"], f"transition #{k}")
-            dst = state(arc["target"], f"transition #{k}")
+            # a transition is named by its source and symbol; [k] counts from 0 in the list
+            name = f"transition {arc['source']!r} --{arc['symbol']}--> (transitions[{k}])"
+            src = state(arc["source"], f"as the source of {name}")
+            dst = state(arc["target"], f"as the target of {name}")
             sym = arc["symbol"]
             if not isinstance(sym, str) or sym not in symbol_ix:
-                raise PFSAError(f"{where}unknown symbol {sym!r} in transition #{k}")
+                raise PFSAError(f"{where}unknown symbol {sym!r} in {name}")
             j = symbol_ix[sym]
             if next_state[src, j] >= 0:
                 raise PFSAError(

@@ -44,7 +44,8 @@ from cfl_lightning.sampling.feasibility import max_occurrences
 
 __all__ = ["Intervention", "INTERVENTIONS", "COUNT_UNITS", "as_int"]
 
-
+# how to leave the count out, for the Python API and the fit command (the data module)
+OMIT_COUNT = "count=None; on the command line --data.count=null"
 #: what ``count`` (and the realized value) counts under each kind: event occurrences in the
 #: corpus, or strings that contain the event.
 COUNT_UNITS: Mapping[str, str] = INTERVENTION_KINDS.mapping("unit")
@@ -84,7 +85,12 @@ class Intervention:
 
     @classmethod
     def create(
-        cls, kind: str = "none", event: str | Event | None = None, count: Any = None
+        cls,
+        kind: str = "none",
+        event: str | Event | None = None,
+        count: Any = None,
+        *,
+        omit_count: str = OMIT_COUNT,
     ) -> Intervention:
         """Check the combination of ``kind``, ``event`` and ``count`` (without an automaton).
 
@@ -96,6 +102,8 @@ class Intervention:
             event: ``state:NAME``, ``symbol:SYM``, ``transition:SOURCE:SYM``, an :class:`Event`
                 or None.
             count: the target (any integer type, numpy's included), or None.
+            omit_count: how the caller leaves the count out, in its own terms, for the message
+                that refuses a count without an intervention (``sample``: ``"omit --count"``).
 
         Raises:
             InterventionError: unknown kind, a count without an intervention, a missing event or
@@ -114,9 +122,9 @@ class Intervention:
                 others = [k.name for k in INTERVENTION_KINDS if k.takes_count]
                 raise InterventionError(
                     f"a count ({count}) was given but intervention is {kind!r} (the corpus is "
-                    "unconstrained): for a correlational run leave the count out (count=None; "
-                    "on the command line --data.count=null), or constrain the corpus with "
-                    f"intervention {', '.join(others[:-1])} or {others[-1]}"
+                    f"unconstrained): for a correlational run leave the count out ({omit_count}), "
+                    f"or constrain the corpus with intervention {', '.join(others[:-1])} or "
+                    f"{others[-1]}"
                 )
             return cls(kind, parsed, None)
         if parsed is None:

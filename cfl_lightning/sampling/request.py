@@ -101,11 +101,14 @@ def check_request(
     max_tries: Any = None,
     write: bool = False,
     what: str = "sampling",
+    omit_count: str | None = None,
 ) -> SamplingRequest:
     """Check a :func:`~cfl_lightning.sampling.sample_corpus` request before any work.
 
     The arguments are those of :func:`~cfl_lightning.sampling.sample_corpus`; ``write`` and
-    ``what`` go to the memory check (writing the corpus as JSON Lines; the message's subject).
+    ``what`` go to the memory check (writing the corpus as JSON Lines; the message's subject);
+    ``omit_count`` to :meth:`~cfl_lightning.sampling.Intervention.create` (how the caller leaves
+    the count out, for its message).
 
     Returns:
         the :class:`SamplingRequest`, with Python ints, the resolved device and the validated
@@ -130,7 +133,8 @@ def check_request(
     if max_tries is not None:
         max_tries = as_int(max_tries, "max_tries")
     dev = resolve_device(device)
-    spec = Intervention.create(intervention, event, count)
+    spec = (Intervention.create(intervention, event, count) if omit_count is None
+            else Intervention.create(intervention, event, count, omit_count=omit_count))
     estimate = check_corpora_memory(pfsa, [(k, spec)], device=dev, write=write, what=what)
     if method not in METHODS:
         raise InterventionError(f"unknown method {method!r}; expected one of {', '.join(METHODS)}")
