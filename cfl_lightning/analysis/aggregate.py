@@ -7,7 +7,8 @@ intervals over automata (:mod:`cfl_lightning.analysis.stats`):
   total KL (:func:`best_of_repeats`), so that training-run variance does not confound the
   comparison; the automaton (a weighting or a topology) is then the independent unit;
 * **causal** runs (``intervention != "none"``) are grouped by their requested count: one curve
-  point per count, its mean over automata with the standard error and a 95% Student-t interval;
+  point per count, its mean over automata with the standard error and a 95% Student-t interval
+  (on the log scale for non-negative quantities, :func:`interval_method`);
 * **correlational** runs (``intervention == "none"``) are placed at their *realized* count and
   binned (:func:`bin_edges`); each bin gets its own mean, standard error and interval, and its
   median realized count (``x_median``, where log axes place it) beside the mean (``x``);

@@ -20,7 +20,8 @@ not exist, the command says so. Per (automaton, model, intervention, target, cou
 with the lowest ``kl_total`` is kept. By default the targets are the causal runs' intervened
 events; an unconstrained (correlational) run contributes to every target, since its
 results.json records all events' occurrences and decomposed KL. Causal runs give one point per
-intervention count (mean over automata, with a 95% Student-t interval); correlational runs are
+intervention count (mean over automata, with a 95% Student-t interval, on the log scale for
+non-negative quantities: the CSV's ``ci_method``); correlational runs are
 binned by realized count (``--bins``, ``--binning``). The curve points are also written as CSV
 beside the figure (``fig.csv`` for ``fig.png``), with the gap at each causal count (causal mean /
 mean of the correlational runs within a factor sqrt2 of the count, or the difference for signed
