@@ -223,3 +223,28 @@ def test_readme_states_the_public_interfaces():
         assert f"`{key}`" in section, key
     params = list(inspect.signature(DecomposedKL.update).parameters)
     assert f"DecomposedKL.update({', '.join(params[1:-1])}, {params[-1]}=None)" in section
+
+
+def test_reference_says_when_kl_target_is_negative_and_the_metric_agrees():
+    """Issue 42, item 6: a negative ``kl_target`` (-0.0011 for a well-fitted model) surprised a
+    user reading results.json. The reference says when: symbol and transition events, where the
+    model over-predicts the symbol; never for states or ``kl_total``. The metric agrees."""
+    import torch
+
+    from cfl_lightning import parity_starfree_pfsa
+    from cfl_lightning.metrics import DecomposedKL
+
+    text = (REPO / "docs" / "reference.md").read_text(encoding="utf-8")
+    section = text.split("## results.json", 1)[1].split("\n## ", 1)[0]
+    assert "can be **negative**" in section and "`symbol:` or `transition:` event" in section
+    assert "`kl_total` are averages of per-position KLs and never negative" in section
+    # a uniform model over {a, b, EOS}: EOS gets 1/3 where the automaton gives it 0.1
+    automaton = parity_starfree_pfsa(0.3)
+    metric = DecomposedKL(automaton)
+    states = torch.tensor([[0, 1, 2, 1, 1], [0, 3, 3, 3, 3]])
+    log_probs = torch.full((2, 5, 3), 1 / 3).log()
+    metric.update(log_probs, states, torch.ones(2, 5, dtype=torch.bool))
+    out = metric.compute()
+    assert out["symbol_unweighted"][2] < 0  # EOS over-predicted: negative, as documented
+    assert (out["state_unweighted"][torch.isfinite(out["state_unweighted"])] >= 0).all()
+    assert out["total"] >= 0
