@@ -48,8 +48,9 @@ class ArgumentParser(argparse.ArgumentParser):
     def unknown_option(self, args: Sequence[str]) -> str | None:
         """The message for the first option in ``args`` that this parser does not know, or None.
 
-        Arguments after ``--``, ``-`` itself and negative numbers are values, not options; after a
-        subcommand's name (``automaton random ...``) the subcommand's parser checks the rest.
+        Arguments after ``--``, ``-`` itself, negative numbers and tokens with a space are values,
+        not options; after a subcommand's name (``automaton random ...``) the subcommand's parser
+        checks the rest.
         """
         commands = {name: sub for action in self._actions
                     if isinstance(action, argparse._SubParsersAction)  # noqa: SLF001
@@ -59,8 +60,8 @@ class ArgumentParser(argparse.ArgumentParser):
                 return None
             if token in commands and isinstance(commands[token], ArgumentParser):
                 return commands[token].unknown_option(args[i + 1:])
-            if not token.startswith("-") or token == "-":
-                continue
+            if not token.startswith("-") or token == "-" or " " in token:
+                continue  # a value (argparse reads a token with a space as one too)
             negative = self._negative_number_matcher.match(token)
             if negative and not self._has_negative_number_optionals:
                 continue
