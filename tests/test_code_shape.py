@@ -24,7 +24,6 @@ LONG_MODULES = {
         "one concept: the LightningCLI subclass and the argument links, defaults and checks "
         "that make `fit`/`validate`/`test` one command line"
     ),
-    "cfl_lightning/analysis/plot.py": "being split (issue 37)",  # TEMPORARY
 }
 
 
