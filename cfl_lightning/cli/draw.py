@@ -35,7 +35,10 @@ EDGE_LABELS = ("auto", "all", "none")
 def build_parser() -> ArgumentParser:
     parser = ArgumentParser(prog=PROG, description="Render an automaton JSON file with graphviz.")
     parser.add_argument("automaton", help="automaton JSON file (or a results.json)")
-    parser.add_argument("--output", required=True, type=path_type, help="output file (.png, .svg, .pdf, or .dot: the graph's source)")
+    parser.add_argument(
+        "--output", required=True, type=path_type,
+        help="output file (.png, .svg, .pdf, or .dot: the graph's source)",
+    )
     parser.add_argument("--format", choices=FORMATS, help="default: the output's extension")
     parser.add_argument("--digits", type=int, default=2, help="decimals of the weights (default 2)")
     parser.add_argument("--rankdir", choices=("LR", "TB"), default="LR", help="layout direction")
@@ -57,7 +60,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     suffix = Path(args.output).suffix.lstrip(".").lower()
     if args.format is None and suffix not in FORMATS:
-        parser.error(f"cannot tell the format of {args.output!r}: use .png, .svg, .pdf, .dot or --format")
+        parser.error(
+            f"cannot tell the format of {args.output!r}: use .png, .svg, .pdf, .dot or --format"
+        )
     if args.format is not None and suffix in FORMATS and suffix != args.format:
         parser.error(f"--format {args.format} does not match the extension of {args.output!r}")
     if not 0 <= args.digits <= 6:
