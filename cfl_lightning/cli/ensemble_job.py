@@ -79,9 +79,9 @@ def read_spec(path: str | Path) -> tuple[list[tuple[str, list[str]]], Path | Non
 
 def results_path(cli: Any) -> Path:
     """Where the run of ``cli`` writes ``results.json`` (its ``ResultsWriter``'s rule, in the
-    logger's folder that :func:`~cfl_lightning.sweep.results.version_dir` picks)."""
+    logger's folder that :func:`~cfl_lightning.results.version_dir` picks)."""
     from cfl_lightning.callbacks.results_writer import run_log_dir
-    from cfl_lightning.sweep.results import RESULTS, version_dir
+    from cfl_lightning.results import RESULTS, version_dir
 
     results = cli.config.get("results") if hasattr(cli.config, "get") else None
     custom = results.get("path") if results else None
@@ -209,7 +209,7 @@ def run_job(
     """
     from cfl_lightning.ensemble.job import default_checkpoint, reason, train_group
     from cfl_lightning.ensemble.settings import NotEnsembleable, ensemble_key
-    from cfl_lightning.sweep.results import done_in_any_version
+    from cfl_lightning.results import done_in_any_version
 
     out = sys.stdout if stream is None else stream
     status: dict[str, str | None] = {}
