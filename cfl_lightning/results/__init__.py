@@ -41,6 +41,7 @@ from cfl_lightning.results.schema import (
     Field,
     automaton_id,
     markdown_table,
+    type_problems,
 )
 from cfl_lightning.results.writer import count_parameters, json_safe, ordered, write_results
 
@@ -54,6 +55,7 @@ __all__ = [
     "OCCURRENCE_PART",
     "automaton_id",
     "markdown_table",
+    "type_problems",
     "json_safe",
     "ordered",
     "write_results",

@@ -2,8 +2,9 @@
 
 This table is the one place of the format: the writer orders and checks its keys by it
 (:func:`~cfl_lightning.results.writer.ordered`), the reader types its values by it
-(:class:`~cfl_lightning.results.reader.FieldReader`), and ``docs/reference.md`` shows it
-(:func:`markdown_table`, checked by ``tests/test_results_schema.py``). Pure Python: the sweep
+(:class:`~cfl_lightning.results.reader.FieldReader`), :func:`type_problems` checks a file
+against it, and ``docs/reference.md`` shows it (:func:`markdown_table`, checked by
+``tests/test_results_schema.py``). Pure Python: the sweep
 runner, which imports no torch, reads results files through the same package.
 """
 
@@ -23,6 +24,7 @@ __all__ = [
     "TYPES",
     "OCCURRENCE_PART",
     "field",
+    "type_problems",
     "automaton_id",
     "markdown_table",
 ]
@@ -38,6 +40,7 @@ OCCURRENCE_PART = {"occurrences": "count", "strings": "strings"}
 
 _NO_EVENT = "without an event"
 _NOT_TRAINED = "for a test run without training in the same process"
+_NO_KL = "without a test KL (no `DecomposedKLCallback`, no test strings)"
 
 
 @dataclass(frozen=True)
@@ -60,7 +63,7 @@ class Field:
 FIELDS: tuple[Field, ...] = (
     Field("config", "object", "the run's full config (LightningCLI's, as JSON)"),
     Field("model", "string", "the model's class name"),
-    Field("intervention", "string", "`exact`, `at_least`, `at_least_once` or `none`"),
+    Field("intervention", "string", "the corpus's intervention kind (`none`: unconstrained)"),
     Field("event", "string", "the evaluated event (`state:Q`, `symbol:S`, `transition:Q:S`)",
           _NO_EVENT),
     Field("count", "integer", "the requested count, in `count_unit`", "without a count"),
@@ -76,14 +79,14 @@ FIELDS: tuple[Field, ...] = (
     Field("automaton_id", "string", "first 16 hex digits of the sha256 of the canonical "
           "automaton JSON"),
     Field("kl_total", "number", "KL(p_A \\|\\| p_theta), nats per string, on the test strings "
-          "(best checkpoint)", "without test strings, or not finite"),
+          "(best checkpoint)", _NO_KL + ", or not finite"),
     Field("kl_target", "number", "the event's contribution to `kl_total` (nats per string)",
           "without an event, or when the test strings never visit it (unknown, never 0)"),
     Field("kl_target_unweighted", "number", "the same, per visit", "as `kl_target`, or "
           "undefined"),
     Field("kl", "object", "`{\"state\", \"symbol\", \"transition\"}` -> name -> contribution "
-          "(a value is null where unvisited or undefined)", "without test strings"),
-    Field("kl_unweighted", "object", "the same, per visit", "without test strings"),
+          "(a value is null where unvisited or undefined)", _NO_KL),
+    Field("kl_unweighted", "object", "the same, per visit", _NO_KL),
     Field("best_val_loss", "number", "the best `val/kl_per_string`", "without validation"),
     Field("epochs", "integer", "completed training epochs", _NOT_TRAINED),
     Field("train_time_s", "number", "wall time of `fit` (a resumed fit's counts the earlier "
@@ -101,7 +104,8 @@ FIELDS: tuple[Field, ...] = (
     Field("steps", "integer", "optimizer steps", _NOT_TRAINED),
     Field("expected_strings", "number", "`num_strings` x P(an unconstrained string contains the "
           "event)", _NO_EVENT),
-    Field("count_unit", "string", "`strings` (`at_least_once`) or `occurrences` (the others)"),
+    Field("count_unit", "string", "the unit of `count`: `strings` (`at_least_once`: strings "
+          "containing the event) or `occurrences`"),
     Field("train_time_resumed_s", "number", "the part of `train_time_s` after resuming",
           "when the fit did not resume or did not run"),
 )
@@ -124,6 +128,32 @@ def automaton_id(automaton: Mapping[str, Any]) -> str:
     """First 16 hex digits of the sha256 of the canonical JSON (sorted keys, compact)."""
     text = json.dumps(automaton, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+_PYTHON_TYPES: dict[str, tuple[type, ...]] = {
+    "object": (dict,), "string": (str,), "integer": (int,), "number": (int, float),
+    "boolean": (bool,),
+}
+
+
+def type_problems(data: Mapping[str, Any]) -> list[str]:
+    """What in the parsed ``results.json`` object ``data`` departs from the schema: a missing
+    or unknown key, a value of another type, a null where the key is never null (``[]``: none).
+    """
+    problems = [f"missing {k}" for k in RESULT_KEYS if k not in data]
+    problems += [f"unknown key {k}" for k in data if k not in _BY_NAME]
+    for key, value in data.items():
+        spec = _BY_NAME.get(key)
+        if spec is None:
+            continue
+        if value is None:
+            if not spec.null:
+                problems.append(f"{key} is null (never null)")
+        elif isinstance(value, bool) != (spec.type == "boolean") or not isinstance(
+            value, _PYTHON_TYPES[spec.type]
+        ):
+            problems.append(f"{key}: expected {spec.type}, got {type(value).__name__}")
+    return problems
 
 
 def markdown_table() -> str:
