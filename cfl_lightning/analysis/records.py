@@ -140,7 +140,9 @@ def _test_visits(value: Any, reader: FieldReader) -> dict[str, int | None] | Non
     return out or None
 
 
-def _occurrences(value: Any, reader: FieldReader) -> dict[str, tuple[int | None, int | None]] | None:
+def _occurrences(
+    value: Any, reader: FieldReader
+) -> dict[str, tuple[int | None, int | None]] | None:
     """``{"count": {spec: n}, "strings": {spec: m}}`` -> ``{spec: (n, m)}``."""
     value = reader.mapping(value, "occurrences")
     if not value:

@@ -114,8 +114,9 @@ class DecomposedKLCallback(pl.Callback):
         self.test_visits: Tensor | None = None
         #: the decomposition of the last test run (float64 CPU tensors; see ``DecomposedKL``)
         self.test_result: dict[str, Tensor] | None = None
-        #: the ``results.json`` entries of the last test run (:func:`~cfl_lightning.metrics.kl_entries`,
-        #: computed once from :attr:`test_result` and :attr:`test_visits`; None without an automaton)
+        #: the ``results.json`` entries of the last test run
+        #: (:func:`~cfl_lightning.metrics.kl_entries`, computed once from :attr:`test_result` and
+        #: :attr:`test_visits`; None without an automaton)
         self.test_entries: dict[str, Any] | None = None
         #: the flat values logged at the end of the last test run
         self.test_metrics: dict[str, float] = {}
