@@ -105,7 +105,7 @@ def run_job(root: Path, env: dict, epochs: int, checkpoint: Path | None,
 
 
 def resume_main(args: argparse.Namespace, env: dict) -> int:
-    from cfl_lightning.ensemble.results import has_results
+    from cfl_lightning.results import has_results
 
     epochs = args.max_epochs or 30
     print(f"4-member ensemble job, {epochs} epochs (no early stopping), killed at "

@@ -48,8 +48,9 @@ from typing import Any
 
 import numpy as np
 
-from cfl_lightning.sweep import SweepError, build_command, iter_grid
 from cfl_lightning.errors import CflError
+from cfl_lightning.results import OCCURRENCE_PART
+from cfl_lightning.sweep import SweepError, build_command, iter_grid
 
 __all__ = [
     "DataSetting",
@@ -68,7 +69,7 @@ __all__ = [
     "settings_csv",
 ]
 
-UNITS = ("occurrences", "strings")
+UNITS = tuple(OCCURRENCE_PART)  # results.json's count units
 
 
 class StratifyError(CflError):
@@ -257,8 +258,7 @@ def realized_value(args: Sequence[str], event: str, units: str) -> tuple[int, st
         return -1, kind
     parsed = Event.parse(event)
     parsed.function(module.pfsa)  # unknown state/symbol or missing transition: EventError
-    occurrences = module.occurrences("train")
-    table = occurrences["count" if units == "occurrences" else "strings"]
+    table = module.occurrences("train")[OCCURRENCE_PART[units]]
     return int(table[str(parsed)]), kind
 
 
@@ -270,7 +270,7 @@ def realized_values(args: Sequence[str], kind: str, units: str) -> tuple[dict[st
     if intervention != "none":
         return {}, intervention
     names = module.pfsa.alphabet if kind == "symbol" else module.pfsa.states
-    table = module.occurrences("train")["count" if units == "occurrences" else "strings"]
+    table = module.occurrences("train")[OCCURRENCE_PART[units]]
     return {f"{kind}:{n}": int(table[f"{kind}:{n}"]) for n in names}, intervention
 
 

@@ -197,6 +197,27 @@ def test_merged_metric_states_equal_one_pass(parity):
                               whole[0].compute()["kl_per_string"])
 
 
+def test_epoch_loss_is_a_summing_torchmetrics_metric():
+    """EpochLoss's state is four float64 sums reduced with "sum" across processes; reset,
+    dtype casts and the state dict are torchmetrics' (states not saved, never cast)."""
+    from torchmetrics import Metric
+
+    loss = EpochLoss()
+    assert isinstance(loss, Metric)
+    sums = ("kl", "ce", "strings", "tokens")
+    assert {k: loss._reductions[k].__name__ for k in sums} == dict.fromkeys(sums, "dim_zero_sum")
+    batch = {"target_probs": torch.tensor([[[0.5, 0.5], [1.0, 0.0]]]),
+             "target_ids": torch.tensor([[0, 1]]), "mask": torch.tensor([[True, True]])}
+    loss.update(torch.full((1, 2, 2), 0.5).log(), batch)
+    loss.float()
+    assert loss.kl.dtype == torch.float64 and float(loss.tokens) == 2.0
+    assert float(loss.compute()["kl_per_token"]) == pytest.approx(0.5 * math.log(2))
+    assert loss.num_strings() == 1 and dict(loss.state_dict()) == {}
+    loss.reset()
+    assert float(loss.strings) == 0.0 and math.isnan(float(loss.compute()["kl_per_string"]))
+    assert loss.num_strings() == 0
+
+
 @pytest.mark.parametrize("model", ["LSTMLanguageModel", "TransformerLanguageModel"])
 def test_shipped_models_reproduce_recorded_results(model, tmp_path, capsys, monkeypatch):
     """The shipped models' results.json for a fixed seed equals the recorded values.

@@ -12,13 +12,14 @@ import torch
 from torch import nn
 
 from cfl_lightning.automata import Event, random_pfsa
+from cfl_lightning.callbacks import FinishedRun, build_results
 from cfl_lightning.data import PFADataModule, tensorize
 from cfl_lightning.data.occurrences import expected_occurrences, occurrences
 from cfl_lightning.data.settings import DataSettings, applicable, build_automaton
 from cfl_lightning.data.splits import REACH, SplitPlan
 from cfl_lightning.data.targeted import at_stake
 from cfl_lightning.errors import CflError, PFSAError
-from cfl_lightning.results import RESULT_KEYS, FinishedRun, build_results
+from cfl_lightning.results import RESULT_KEYS
 from cfl_lightning.sampling import Intervention, sample_corpus
 
 SMALL = dict(num_strings=30, val_strings=10, test_strings=10, device="cpu", cache_dir="none")

@@ -278,6 +278,15 @@ def test_optimizer_and_scheduler_configuration():
     assert config["lr_scheduler"]["monitor"] == "val/kl_per_string"
 
 
+@pytest.mark.parametrize("value", [0, -1, True, 2.5])
+def test_lr_patience_has_one_rule(value):
+    """One rule, one message: an integer >= 1 (the LR is reduced at the lr_patience-th
+    validation without improvement)."""
+    with pytest.raises(ValueError, match=r"^lr_patience must be an integer >= 1 \(validations"):
+        LSTMLanguageModel(num_symbols=2, param_budget=5_000, lr_patience=value)
+    assert LSTMLanguageModel(num_symbols=2, param_budget=5_000, lr_patience=1).lr_patience == 1
+
+
 def _trainer(tmp_path, epochs=1):
     return pl.Trainer(max_epochs=epochs, logger=False, enable_checkpointing=False,
                       enable_progress_bar=False, enable_model_summary=False,

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from cfl_lightning import results
 from cfl_lightning.__main__ import main
-from cfl_lightning.sweep import guard, load_sweep, lock, plan_sweep, results
+from cfl_lightning.sweep import guard, load_sweep, lock, plan_sweep
 from tests.helpers import CI_LIMIT_S, alive, survivors, wait_for
 
 # A fit that starts a grandchild in a session of its own (as W&B's service does) and records

@@ -6,25 +6,32 @@ the public API (:func:`load_wandb_sweep`), and JSON Lines files of results objec
 keys the analysis reads, every event's maps cut down to the analysed targets, and the config cut
 down to what identifies the point (:func:`slim_config`).
 
-Types are checked: a key the analysis reads that holds a value of the wrong type (``count:
-"many"``, ``kl_total: [1]``) is a :class:`~cfl_lightning.errors.CflError` naming the source and
-the key, never read as missing. ``null``, ``"null"``, ``"None"``, ``""`` and non-finite numbers
-(``NaN`` as W&B writes it) are missing values.
+Reading is the results package's (:mod:`cfl_lightning.results`): which files lie below a
+directory, how one is read, and each key's type (a key the analysis reads that holds a value of
+the wrong type, ``count: "many"``, ``kl_total: [1]``, is a :class:`~cfl_lightning.errors.CflError`
+naming the source and the key, never read as missing; ``null``, ``"null"``, ``"None"``, ``""``
+and non-finite numbers, ``NaN`` as W&B writes it, are missing values).
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from cfl_lightning.errors import CflError
 from cfl_lightning.io import atomic_open
 from cfl_lightning.kinds.interventions import INTERVENTION_KINDS
+from cfl_lightning.results import (
+    OCCURRENCE_PART,
+    FieldReader,
+    ResultsFileError,
+    automaton_id,
+    read_results,
+    results_files,
+)
 
 __all__ = [
     "RunRecord",
@@ -45,7 +52,6 @@ METRICS = ("kl_target", "kl_target_unweighted", "kl_total")
 # intervention -> setting; the setting fixes the meaning of x (each kind's registry entry,
 # live: a kind registered later is read too)
 SETTINGS = INTERVENTION_KINDS.mapping("setting")
-_MISSING_TEXT = ("", "null", "none", "nan")  # lower-cased strings read as a missing value
 
 
 @dataclass(frozen=True)
@@ -89,65 +95,12 @@ class RunRecord:
 # --------------------------------------------------------------------------- typed reading
 
 
-def _shown(value: Any) -> str:
-    text = json.dumps(value, default=str)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-class _Reader:
-    """Typed access to one results object; a wrong type raises a one-line :class:`CflError`."""
-
-    def __init__(self, source: str) -> None:
-        self.source = source
-
-    def wrong(self, key: str, expected: str, value: Any) -> CflError:
-        return CflError(f"{self.source}: {key}: expected {expected}, got {_shown(value)}")
-
-    def number(self, value: Any, key: str, expected: str = "a number or null") -> float | None:
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-            raise self.wrong(key, expected, value)
-        if isinstance(value, str):
-            if value.strip().lower() in _MISSING_TEXT:
-                return None
-            try:
-                value = float(value)
-            except ValueError:
-                raise self.wrong(key, expected, value) from None
-        value = float(value)
-        return value if math.isfinite(value) else None
-
-    def integer(self, value: Any, key: str) -> int | None:
-        number = self.number(value, key, "an integer or null")
-        if number is None:
-            return None
-        if not number.is_integer():
-            raise self.wrong(key, "an integer or null", value)
-        return int(number)
-
-    def text(self, value: Any, key: str) -> str | None:
-        if value is None:
-            return None
-        if not isinstance(value, str):
-            raise self.wrong(key, "a string or null", value)
-        # "None" is how ``wandb agent`` writes a Python None; lower-case "none" is an intervention
-        return None if value.strip() in ("", "null", "None") else value
-
-    def mapping(self, value: Any, key: str) -> Mapping[str, Any] | None:
-        if value is None:
-            return None
-        if not isinstance(value, Mapping):
-            raise self.wrong(key, "an object or null", value)
-        return value
-
-
-def _seed(value: Any, reader: _Reader) -> int | None:
+def _seed(value: Any, reader: FieldReader) -> int | None:
     """``seed_everything`` may be a bool in a LightningCLI config (false: no seeding)."""
     return None if isinstance(value, bool) else reader.integer(value, "seed")
 
 
-def _model_name(value: Any, reader: _Reader) -> str | None:
+def _model_name(value: Any, reader: FieldReader) -> str | None:
     if isinstance(value, Mapping):
         value = value.get("class_path")
         key = "model.class_path"
@@ -171,7 +124,7 @@ def known_contribution(
     return weighted, unweighted
 
 
-def _test_visits(value: Any, reader: _Reader) -> dict[str, int | None] | None:
+def _test_visits(value: Any, reader: FieldReader) -> dict[str, int | None] | None:
     """``{spec: n}`` (or ``{kind: {name: n}}``) -> ``{spec: n}``."""
     value = reader.mapping(value, "test_visits")
     if not value:
@@ -187,13 +140,15 @@ def _test_visits(value: Any, reader: _Reader) -> dict[str, int | None] | None:
     return out or None
 
 
-def _occurrences(value: Any, reader: _Reader) -> dict[str, tuple[int | None, int | None]] | None:
+def _occurrences(
+    value: Any, reader: FieldReader
+) -> dict[str, tuple[int | None, int | None]] | None:
     """``{"count": {spec: n}, "strings": {spec: m}}`` -> ``{spec: (n, m)}``."""
     value = reader.mapping(value, "occurrences")
     if not value:
         return None
     parts = {}
-    for part in ("count", "strings"):
+    for part in OCCURRENCE_PART.values():
         table = reader.mapping(value.get(part), f"occurrences.{part}") or {}
         parts[part] = {
             str(k): reader.integer(v, f"occurrences.{part}.{k}") for k, v in table.items()
@@ -204,7 +159,7 @@ def _occurrences(value: Any, reader: _Reader) -> dict[str, tuple[int | None, int
 
 
 def _target_kl(
-    weighted: Any, unweighted: Any, reader: _Reader
+    weighted: Any, unweighted: Any, reader: FieldReader
 ) -> dict[str, tuple[float | None, float | None]] | None:
     """``{"state": {name: v}, ...}`` (weighted and unweighted) -> ``{"state:name": (w, u)}``."""
     weighted = reader.mapping(weighted, "kl")
@@ -271,7 +226,7 @@ def record_from_results(data: Mapping[str, Any], source: str) -> RunRecord:
     """
     if not isinstance(data, Mapping):
         raise CflError(f"{source}: not a JSON object")
-    reader = _Reader(source)
+    reader = FieldReader(source)
     model = _model_name(data.get("model"), reader)
     intervention = reader.text(data.get("intervention"), "intervention")
     ident = data.get("automaton_id")
@@ -280,8 +235,6 @@ def record_from_results(data: Mapping[str, Any], source: str) -> RunRecord:
     ident = reader.text(ident, "automaton_id")
     automaton = reader.mapping(data.get("automaton"), "automaton")
     if not ident and automaton:
-        from cfl_lightning.results import automaton_id
-
         ident = automaton_id(automaton)
     missing = [
         k
@@ -290,25 +243,25 @@ def record_from_results(data: Mapping[str, Any], source: str) -> RunRecord:
     ]
     if missing:
         raise CflError(f"{source}: missing {', '.join(missing)}")
-    visits = reader.integer(data.get("target_test_visits"), "target_test_visits")
+    visits = reader.get(data, "target_test_visits")
     weighted, unweighted = known_contribution(
-        reader.number(data.get("kl_target"), "kl_target"),
-        reader.number(data.get("kl_target_unweighted"), "kl_target_unweighted"),
+        reader.get(data, "kl_target"),
+        reader.get(data, "kl_target_unweighted"),
         visits,
     )
     return RunRecord(
         source=source,
         model=model,
         intervention=intervention,
-        event=reader.text(data.get("event"), "event"),
-        count=reader.integer(data.get("count"), "count"),
-        realized_count=reader.integer(data.get("realized_count"), "realized_count"),
-        num_strings=reader.integer(data.get("num_strings"), "num_strings"),
+        event=reader.get(data, "event"),
+        count=reader.get(data, "count"),
+        realized_count=reader.get(data, "realized_count"),
+        num_strings=reader.get(data, "num_strings"),
         automaton_id=ident,
-        kl_total=reader.number(data.get("kl_total"), "kl_total"),
+        kl_total=reader.get(data, "kl_total"),
         kl_target=weighted,
         kl_target_unweighted=unweighted,
-        realized_strings=reader.integer(data.get("realized_strings"), "realized_strings"),
+        realized_strings=reader.get(data, "realized_strings"),
         seed=_seed(data.get("seed"), reader),
         target_test_visits=visits,
         occurrences=_occurrences(data.get("occurrences"), reader),
@@ -452,17 +405,15 @@ def record_to_results(record: RunRecord, events: Iterable[str] | None = None) ->
 
 
 def load_results(directory: str | os.PathLike) -> tuple[list[RunRecord], list[str]]:
-    """Every ``results.json`` below ``directory``: the records and one problem line per skip
+    """Every ``results.json`` below ``directory`` (outside a point's earlier attempts,
+    :func:`~cfl_lightning.results.results_files`): the records and one problem line per skip
     (unreadable, not JSON, a missing key or a wrong type; each names its file)."""
     records, problems = [], []
-    for path in sorted(Path(directory).rglob("results.json")):
+    for path in results_files(directory):
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            records.append(record_from_results(data, str(path)))
-        except json.JSONDecodeError as err:
-            problems.append(f"{path}: not JSON ({err})")
-        except (OSError, UnicodeDecodeError) as err:
-            problems.append(f"{path}: unreadable ({err})")
+            records.append(record_from_results(read_results(path), str(path)))
+        except ResultsFileError as err:
+            problems.append(f"{path}: {err}")
         except CflError as err:
             problems.append(str(err))
     return records, problems

@@ -26,7 +26,7 @@ from cfl_lightning.data import PFADataModule
 from cfl_lightning.errors import CflError
 from cfl_lightning.losses import as_log_probs
 from cfl_lightning.metrics import (
-    EPOCH_LOSS_NAMES, DecomposedKL, EpochLoss, kl_log_dict, target_values,
+    EPOCH_LOSS_NAMES, DecomposedKL, EpochLoss, kl_entries, kl_log_dict, target_values,
 )
 from cfl_lightning.metrics.state_visits import StateVisits
 from cfl_lightning.sampling.visits import target_visits
@@ -114,6 +114,10 @@ class DecomposedKLCallback(pl.Callback):
         self.test_visits: Tensor | None = None
         #: the decomposition of the last test run (float64 CPU tensors; see ``DecomposedKL``)
         self.test_result: dict[str, Tensor] | None = None
+        #: the ``results.json`` entries of the last test run
+        #: (:func:`~cfl_lightning.metrics.kl_entries`, computed once from :attr:`test_result` and
+        #: :attr:`test_visits`; None without an automaton)
+        self.test_entries: dict[str, Any] | None = None
         #: the flat values logged at the end of the last test run
         self.test_metrics: dict[str, float] = {}
 
@@ -194,6 +198,7 @@ class DecomposedKLCallback(pl.Callback):
     def on_test_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._start("test", pl_module)
         self.test_result, self.test_metrics, self.test_visits = None, {}, None
+        self.test_entries = None
 
     def on_validation_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any,
@@ -222,40 +227,39 @@ class DecomposedKLCallback(pl.Callback):
         if self.losses[stage].num_strings() == 0:  # no evaluation strings on any process
             return
         values = {f"{stage}/{name}": float(value) for name, value in losses.items()}
-        result = None
+        result, entries = None, None
         if stage in self.metrics:
             with warnings.catch_warnings():  # a process may have had no batch: fine after sync
                 warnings.filterwarnings("ignore", message=".*before the ``update`` method")
                 result = self.metrics[stage].compute()
                 visits = self.visits[stage].compute()
-            target = None
-            if self.event is not None:
-                assert self.pfsa is not None
-                at_stake = target_visits(self.pfsa, self.event, visits)
-                if at_stake > 0:  # otherwise the target's contribution is unknown
-                    target = target_values(result, self.event, self.pfsa)
-                if stage == "test":
-                    values["target_test_visits"] = float(at_stake)
+            assert self.pfsa is not None
             if stage == "val":
                 values["val/kl_total"] = float(result["total"])
-                if target is not None:
-                    values["val/kl_target"] = target[0]
+                if self.event is not None:
+                    # the target's contribution is unknown where the strings never visit it
+                    if target_visits(self.pfsa, self.event, visits) > 0:
+                        values["val/kl_target"] = target_values(result, self.event, self.pfsa)[0]
             else:
-                assert self.pfsa is not None
-                values["kl_total"] = float(result["total"])
+                result = {k: v.detach().cpu() for k, v in result.items()}
+                visits = visits.detach().cpu()
+                entries = kl_entries(result, visits, self.pfsa, self.event)
+                if self.event is not None:
+                    values["target_test_visits"] = float(entries["target_test_visits"])
+                values["kl_total"] = entries["kl_total"]
                 values.update(
                     (k, float(v)) for k, v in kl_log_dict(result, self.pfsa).items() if k != "kl/total"
                 )
-                if target is not None:
-                    values["kl_target"], values["kl_target_unweighted"] = target
+                if entries["kl_target"] is not None:
+                    values["kl_target"] = entries["kl_target"]
+                    values["kl_target_unweighted"] = entries["kl_target_unweighted"]
         # The values are already global and equal on every process; sync_dist (a mean of equal
         # values, exact) only keeps Lightning from asking for it.
         sync = trainer.world_size > 1
         for name, value in values.items():
             pl_module.log(name, value, prog_bar=name == MONITOR, sync_dist=sync)
         if stage == "test":
-            self.test_result = None if result is None else {
-                k: v.detach().cpu() for k, v in result.items()
-            }
-            self.test_visits = None if result is None else visits.detach().cpu()
+            self.test_result = result
+            self.test_visits = None if result is None else visits
+            self.test_entries = entries
             self.test_metrics = values

@@ -13,8 +13,10 @@ from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 
 from cfl_lightning.callbacks.decomposed_kl import MONITOR, DecomposedKLCallback
+from cfl_lightning.callbacks.finished_run import FinishedRun, build_results
 from cfl_lightning.data import PFADataModule
 from cfl_lightning.errors import CflError
+from cfl_lightning.results import RESULTS, write_results
 
 __all__ = ["ResultsWriter", "run_log_dir"]
 
@@ -40,7 +42,8 @@ class ResultsWriter(pl.Callback):
     """At the end of every test run, writes ``results.json`` (the keys of
     :data:`cfl_lightning.results.RESULT_KEYS`, atomically) on the global-zero process.
 
-    The decomposed KL comes from the trainer's :class:`DecomposedKLCallback`; the data from the
+    The decomposed KL is what the trainer's :class:`DecomposedKLCallback` computed
+    (:attr:`~DecomposedKLCallback.test_entries`, written as it is); the data from the
     trainer's :class:`~cfl_lightning.PFADataModule` (without one nothing is written). The
     ``event`` (and ``kl_target``, the realized and expected counts) is the one the callback
     evaluated: its ``event=`` argument, else the data module's. When the callback's event or
@@ -147,17 +150,15 @@ class ResultsWriter(pl.Callback):
         datamodule = trainer.datamodule
         if not isinstance(datamodule, PFADataModule) or not trainer.is_global_zero:
             return
-        from cfl_lightning.results import FinishedRun, build_results, write_results
-
         kl = _kl_callback(trainer)
-        path = Path(self.path) if self.path else run_log_dir(trainer) / "results.json"
+        path = Path(self.path) if self.path else run_log_dir(trainer) / RESULTS
         seed = os.environ.get("PL_GLOBAL_SEED")
         config = self.config
         results = build_results(FinishedRun(
             config=config,
             model=pl_module,
             datamodule=datamodule,
-            kl_result=None if kl is None else kl.test_result,
+            kl=None if kl is None else kl.test_entries,
             event=datamodule.event if kl is None else kl.event,
             best_val_loss=self.best_val_loss,
             epochs=self.epochs,
@@ -165,7 +166,6 @@ class ResultsWriter(pl.Callback):
             train_time_resumed_s=self.train_time_resumed_s,
             log_dir=path.parent,
             seed=(config or {}).get("seed_everything", None if seed is None else int(seed)),
-            test_visits=None if kl is None else kl.test_visits,
             stopped_early=self.stopped_early,
             steps=self.steps,
         ))

@@ -35,7 +35,7 @@ import contextlib
 import json
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -79,9 +79,9 @@ def read_spec(path: str | Path) -> tuple[list[tuple[str, list[str]]], Path | Non
 
 def results_path(cli: Any) -> Path:
     """Where the run of ``cli`` writes ``results.json`` (its ``ResultsWriter``'s rule, in the
-    logger's folder that :func:`~cfl_lightning.sweep.results.version_dir` picks)."""
+    logger's folder that :func:`~cfl_lightning.results.version_dir` picks)."""
     from cfl_lightning.callbacks.results_writer import run_log_dir
-    from cfl_lightning.sweep.results import RESULTS, version_dir
+    from cfl_lightning.results import RESULTS, version_dir
 
     results = cli.config.get("results") if hasattr(cli.config, "get") else None
     custom = results.get("path") if results else None
@@ -90,21 +90,14 @@ def results_path(cli: Any) -> Path:
     return version_dir(run_log_dir(cli.trainer)) / RESULTS
 
 
-def _get(config: Any, dotted: str, default: Any = None) -> Any:
-    """``config["a"]["b"]`` for ``"a.b"`` (parsed namespaces or dicts), or ``default``."""
-    node = config
-    for part in dotted.split("."):
-        if node is None:
-            return default
-        try:
-            node = node[part]
-        except (KeyError, TypeError):
-            node = getattr(node, part, None)
-    return default if node is None else node
+def train_settings(config: Mapping[str, Any], model: Any) -> Any:
+    """The :class:`~cfl_lightning.ensemble.TrainSettings` of a ``fit`` run's full config.
 
-
-def train_settings(config: Any, model: Any) -> Any:
-    """The :class:`~cfl_lightning.ensemble.TrainSettings` of a ``fit`` run's parsed config.
+    Args:
+        config: the run's parsed config as plain JSON (``full_config()``, every value resolved,
+            defaults included: what its ``results.json`` stores); its ``trainer``,
+            ``early_stopping`` and ``checkpoint`` sections are read as they are.
+        model: the run's model.
 
     Raises:
         NotEnsembleable: the run uses a setting or a model the ensemble does not reproduce
@@ -120,30 +113,27 @@ def train_settings(config: Any, model: Any) -> Any:
     )
 
     check_ensembleable(model)
-    trainer = _get(config, "trainer", {})
-    refused = refused_trainer_setting({key: _get(trainer, key) for key in TRAINER_VALUES})
+    trainer, stopping = config["trainer"], config["early_stopping"]
+    refused = refused_trainer_setting({key: trainer.get(key) for key in TRAINER_VALUES})
     if refused is not None:
         raise NotEnsembleable(refused)
     for group in ("early_stopping", "checkpoint"):
-        if _get(config, f"{group}.monitor", MONITOR) != MONITOR:
+        if config[group]["monitor"] != MONITOR:
             raise NotEnsembleable(f"{group}.monitor is not {MONITOR}")
-        if _get(config, f"{group}.mode", "min") != "min":
+        if config[group]["mode"] != "min":
             raise NotEnsembleable(f"{group}.mode is not min")
-    if _get(config, "early_stopping.check_finite", True) is not True:
+    if stopping["check_finite"] is not True:
         raise NotEnsembleable("early_stopping.check_finite is False")
-    if _get(config, "early_stopping.stopping_threshold") is not None or _get(
-        config, "early_stopping.divergence_threshold"
-    ) is not None:
+    if stopping["stopping_threshold"] is not None or stopping["divergence_threshold"] is not None:
         raise NotEnsembleable("early stopping thresholds are not reproduced")
-    clip = _get(trainer, "gradient_clip_val")
-    max_epochs = _get(trainer, "max_epochs")
+    clip, max_epochs = trainer["gradient_clip_val"], trainer["max_epochs"]
     if max_epochs is None or max_epochs < 0:
         raise NotEnsembleable("trainer.max_epochs must be set (>= 0)")
     return TrainSettings(
         max_epochs=int(max_epochs),
         gradient_clip_val=None if clip in (None, 0) else float(clip),
-        patience=int(_get(config, "early_stopping.patience", 3)),
-        min_delta=float(_get(config, "early_stopping.min_delta", 0.0)),
+        patience=int(stopping["patience"]),
+        min_delta=float(stopping["min_delta"]),
     )
 
 
@@ -163,13 +153,13 @@ def build_member(name: str, args: list[str]) -> tuple[Any, Any]:
     from cfl_lightning.ensemble.settings import NotEnsembleable
 
     cli = build_cli(list(args), run=False)
-    config = cli.full_config()
+    config = cli.full_config()  # parsed once: results.json's config and the settings
     # the ``fit`` subcommand's own arguments (a member is built without a subcommand)
     config.setdefault("ckpt_path", None)
     config.setdefault("weights_only", None)
     member = JobMember(name, cli.model, cli.datamodule, results_path(cli), config)
     try:
-        settings: Any = train_settings(cli.config, cli.model)
+        settings: Any = train_settings(config, cli.model)
     except NotEnsembleable as err:
         settings = err
     return member, settings
@@ -209,7 +199,7 @@ def run_job(
     """
     from cfl_lightning.ensemble.job import default_checkpoint, reason, train_group
     from cfl_lightning.ensemble.settings import NotEnsembleable, ensemble_key
-    from cfl_lightning.sweep.results import done_in_any_version
+    from cfl_lightning.results import done_in_any_version
 
     out = sys.stdout if stream is None else stream
     status: dict[str, str | None] = {}

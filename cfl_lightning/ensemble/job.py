@@ -42,7 +42,7 @@ from cfl_lightning.ensemble.checkpoint import LAST, LastCheckpoint
 from cfl_lightning.ensemble.module import CHECKPOINT_KEY, EnsembleLanguageModel
 from cfl_lightning.ensemble.results import write_member_results
 from cfl_lightning.ensemble.settings import TrainSettings
-from cfl_lightning.sweep.results import has_results
+from cfl_lightning.results import has_results
 
 __all__ = ["JobMember", "train_group", "reason", "checkpoint_members", "default_checkpoint"]
 

@@ -1,13 +1,12 @@
-"""A member's ``results.json``: the file its own ``fit`` writes, and whether one already exists.
+"""A member's ``results.json``: the file its own ``fit`` writes.
 
-:func:`write_member_results` is :func:`~cfl_lightning.results.build_results` (of a
-:class:`~cfl_lightning.results.FinishedRun`) +
-:func:`~cfl_lightning.results.write_results` (atomic) with the member's best weights, its data
-module, its run's full config and its test's decomposed KL, at the path its own
-``ResultsWriter`` would use. ``train_time_s`` is the ensemble's training wall time until the
-member's last epoch. Whether a member counts as done is the results-file rule
-(:func:`cfl_lightning.sweep.results.has_results`, re-exported here): its ``results.json`` parses
-and holds a finite ``kl_total``.
+:func:`write_member_results` computes the member's test KL entries once
+(:func:`~cfl_lightning.metrics.kl_entries`, as the ``DecomposedKLCallback`` of its own ``fit``
+does) and writes them with :func:`~cfl_lightning.callbacks.build_results` +
+:func:`~cfl_lightning.results.write_results` (atomic), with the member's best weights, its data
+module and its run's full config, at the path its own ``ResultsWriter`` would use.
+``train_time_s`` is the ensemble's training wall time until the member's last epoch. Whether a
+member counts as done is the results-file rule (:func:`cfl_lightning.results.has_results`).
 """
 
 from __future__ import annotations
@@ -19,9 +18,11 @@ from typing import Any
 
 from torch import Tensor
 
-from cfl_lightning.sweep.results import has_results
+from cfl_lightning.callbacks import FinishedRun, build_results
+from cfl_lightning.metrics import kl_entries
+from cfl_lightning.results import write_results
 
-__all__ = ["write_member_results", "has_results"]
+__all__ = ["write_member_results"]
 
 
 def write_member_results(
@@ -44,8 +45,6 @@ def write_member_results(
         kl_result: its test's ``DecomposedKL.compute()`` (None without test strings).
         test_visits: its test's ``[Q]`` positions per state.
     """
-    from cfl_lightning.results import FinishedRun, build_results, write_results
-
     # the member's buffers (never trained: a user's model may have some) with its best weights
     model.load_state_dict({**model.state_dict(), **outcome.best_state})
     path = Path(path)
@@ -53,13 +52,12 @@ def write_member_results(
         config=dict(config),
         model=model,
         datamodule=datamodule,
-        kl_result=kl_result,
+        kl=kl_entries(kl_result, test_visits, datamodule.pfsa, datamodule.event),
         best_val_loss=outcome.best_val_loss,
         epochs=outcome.epochs,
         train_time_s=outcome.train_time_s,
         log_dir=path.parent,
         seed=config.get("seed_everything"),
-        test_visits=test_visits,
         stopped_early=outcome.stopped_early,
         steps=outcome.steps,
     ))

@@ -1,6 +1,7 @@
 """Decomposed KL divergence between an automaton and a language model (torchmetrics layer)."""
 
 from cfl_lightning.metrics.decomposed_kl import DecomposedKL
+from cfl_lightning.metrics.entries import KL_ENTRIES, kl_entries
 from cfl_lightning.metrics.epoch_loss import EPOCH_LOSS_NAMES, EpochLoss
 from cfl_lightning.metrics.functional import (
     _decomposed_kl_compute,
@@ -32,4 +33,6 @@ __all__ = [
     "kl_target_names",
     "target_values",
     "EOS_NAME",
+    "kl_entries",
+    "KL_ENTRIES",
 ]

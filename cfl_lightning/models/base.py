@@ -110,7 +110,7 @@ class LanguageModel(pl.LightningModule):
         dropout: dropout probability.
         lr: Adam learning rate.
         lr_factor: ``ReduceLROnPlateau`` factor.
-        lr_patience: validation checks without improvement before reducing the LR.
+        lr_patience: validation checks without improvement before reducing the LR (>= 1).
         loss: ``"kl"`` (KL to the automaton) or ``"ce"`` (cross-entropy).
     """
 
@@ -139,8 +139,11 @@ class LanguageModel(pl.LightningModule):
             raise ValueError(f"lr (the learning rate) must be non-negative, got {lr}")
         if not 0.0 <= lr_factor < 1.0:
             raise ValueError(f"lr_factor must be in [0, 1), got {lr_factor}")
-        if lr_patience < 0:
-            raise ValueError(f"lr_patience must be non-negative, got {lr_patience}")
+        if isinstance(lr_patience, bool) or lr_patience != int(lr_patience) or lr_patience < 1:
+            raise ValueError(
+                f"lr_patience must be an integer >= 1 (validations without improvement before "
+                f"the LR is reduced), got {lr_patience}"
+            )
         if param_budget < 1:
             raise ValueError(f"param_budget must be positive, got {param_budget}")
         if loss not in LOSSES:
@@ -153,8 +156,6 @@ class LanguageModel(pl.LightningModule):
         self.param_budget = int(param_budget)
         self.dropout_p = dropout  # as given: the subclass's network takes it
         self.loss_name = loss
-        if isinstance(lr_patience, bool) or int(lr_patience) < 1:
-            raise ValueError(f"lr_patience must be >= 1, got {lr_patience}")
         self.lr, self.lr_factor, self.lr_patience = float(lr), float(lr_factor), int(lr_patience)
         self.num_parameters = 0
         self.size_summary = {"num_parameters": 0}

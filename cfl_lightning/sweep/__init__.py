@@ -4,8 +4,8 @@
   order of W&B's own engine (``sweeps==0.2.0``), count it, refuse it above ``--max-points``;
 * :mod:`~cfl_lightning.sweep.naming`, :mod:`~cfl_lightning.sweep.command`: a point's run name and
   its command line (as ``wandb agent`` builds it);
-* :mod:`~cfl_lightning.sweep.plan`, :mod:`~cfl_lightning.sweep.results`: each point's directory
-  and whether it is done (a valid ``results.json``);
+* :mod:`~cfl_lightning.sweep.plan`: each point's directory and whether it is done (a valid
+  ``results.json``, by the rule of :mod:`cfl_lightning.results`);
 * :mod:`~cfl_lightning.sweep.jobs`: points grouped into ensemble jobs (``--ensemble M``), stable
   across reruns so a job resumes from its checkpoint;
 * :mod:`~cfl_lightning.sweep.runner`, :mod:`~cfl_lightning.sweep.process`,
@@ -35,7 +35,6 @@ from cfl_lightning.sweep.lock import SweepLocked
 from cfl_lightning.sweep.naming import point_hash, run_name
 from cfl_lightning.sweep.plan import SweepPoint, done_points, iter_plan, plan_sweep
 from cfl_lightning.sweep.process import THREAD_ENV, child_env
-from cfl_lightning.sweep.results import find_results, results_problem
 from cfl_lightning.sweep.runner import SweepSummary, run_sweep
 
 __all__ = [
@@ -60,8 +59,6 @@ __all__ = [
     "iter_plan",
     "plan_sweep",
     "done_points",
-    "find_results",
-    "results_problem",
     "plan_jobs",
     "child_env",
     "run_sweep",

@@ -39,9 +39,9 @@ from pathlib import Path
 from typing import Any
 
 from cfl_lightning.io import atomic_write_text, read_text
+from cfl_lightning.results import find_results
 from cfl_lightning.sweep.command import build_command
 from cfl_lightning.sweep.plan import SweepPoint
-from cfl_lightning.sweep.results import find_results
 
 __all__ = [
     "EnsembleJob",

@@ -2,7 +2,7 @@
 
 A point runs in ``OUTPUT/<run_name>``; an existing directory ``OUTPUT/*_<hash>`` with the point's
 hash is reused (so a renamed slug still matches). A point is done when that directory holds a
-valid ``results.json`` (:mod:`cfl_lightning.sweep.results`).
+valid ``results.json`` (:mod:`cfl_lightning.results`).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from cfl_lightning.io import read_text
+from cfl_lightning.results import find_results
 from cfl_lightning.sweep.grid import SweepError, grid_contains, iter_grid, varying_parameters
 from cfl_lightning.sweep.naming import point_hash, run_name
-from cfl_lightning.sweep.results import find_results
 
 __all__ = ["SweepPoint", "iter_plan", "plan_sweep", "done_points"]
 
@@ -39,7 +39,7 @@ def iter_plan(
 
     A point is done when a directory ``OUTPUT/*_<hash>`` (the hash of
     :func:`~cfl_lightning.sweep.naming.run_name`, so a renamed slug still matches) holds a valid
-    ``results.json`` anywhere below it (:func:`~cfl_lightning.sweep.results.find_results`).
+    ``results.json`` anywhere below it (:func:`~cfl_lightning.results.find_results`).
     """
     output = Path(output)
     existing: dict[str, Path] = {}

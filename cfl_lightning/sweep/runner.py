@@ -4,7 +4,7 @@ The grid (loading, lazy expansion, names, commands, plans) is the rest of
 :mod:`cfl_lightning.sweep`; this module supervises processes. :func:`run_sweep`
 
 * holds the output directory's lock (:mod:`~cfl_lightning.sweep.lock`): a second runner refuses;
-* skips points that hold a valid ``results.json`` (:mod:`~cfl_lightning.sweep.results`) and
+* skips points that hold a valid ``results.json`` (:mod:`~cfl_lightning.results`) and
   sets aside the files of an unfinished point's earlier attempt before running it again, so
   every point ends with one ``results.json``;
 * runs each point (or ensemble job, :mod:`~cfl_lightning.sweep.jobs`) in its own directory
@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import IO, Any, TextIO
 
 from cfl_lightning.io import atomic_write_text
+from cfl_lightning.results import find_results, results_files, results_problem, set_aside
 from cfl_lightning.sweep.command import build_command
 from cfl_lightning.sweep.grid import check_grid_size
 from cfl_lightning.sweep.jobs import EnsembleJob, parse_member_line, plan_jobs
@@ -43,7 +44,6 @@ from cfl_lightning.sweep.lock import lock_output
 from cfl_lightning.sweep.naming import point_hash
 from cfl_lightning.sweep.plan import SweepPoint, done_points, iter_plan
 from cfl_lightning.sweep.process import child_env, start_guarded, stop_all
-from cfl_lightning.sweep.results import find_results, results_files, results_problem, set_aside
 
 __all__ = ["run_sweep", "SweepSummary"]
 

@@ -1,10 +1,7 @@
-"""The results-file rules: when a ``results.json`` counts, where a run's goes, clearing a point.
+"""Where results files lie: a run's version folder, a point's files, earlier attempts set aside.
 
-The one place of these rules, read by the sweep runner, the ensemble job and its writer:
-
-* a ``results.json`` counts only when it parses and holds a finite ``kl_total``
-  (:func:`results_problem`, :func:`has_results`): an empty, ``{}``, truncated or NaN one does
-  not; a point is done when one below its directory counts (:func:`find_results`);
+* a point is done when a valid ``results.json`` (:func:`~cfl_lightning.results.reader.has_results`)
+  lies below its directory, outside its earlier attempts (:func:`find_results`);
 * a run's versioned logger folders (``version_N``): :func:`version_dir` picks the folder a run
   writes into so that a run keeps one ``results.json``, and :func:`done_in_any_version` says
   whether any of them holds a valid one.
@@ -12,26 +9,22 @@ The one place of these rules, read by the sweep runner, the ensemble job and its
 Before an unfinished point runs again, everything in its directory but ``params.json`` moves to
 ``POINT/.attempts/N/`` (:func:`set_aside`), where any ``results.json`` is renamed
 ``results.json.invalid``: the logs of the earlier attempt are kept, ``analyze`` (which reads every
-``results.json`` below a directory) never sees the invalid file, and the new attempt starts in an
-empty directory (its loggers' ``version_0``), so a point never ends with two ``results.json``.
+``results.json`` below a directory, :func:`results_files`) never sees the invalid file, and the
+new attempt starts in an empty directory (its loggers' ``version_0``), so a point never ends
+with two ``results.json``.
 """
 
 from __future__ import annotations
 
-import json
-import math
 import os
 from pathlib import Path
 
-from cfl_lightning.errors import OutputError
-from cfl_lightning.io import read_text
+from cfl_lightning.results.reader import has_results, results_problem
+from cfl_lightning.results.schema import RESULTS
 
 __all__ = [
-    "RESULTS",
     "ATTEMPTS",
     "INVALID_SUFFIX",
-    "results_problem",
-    "has_results",
     "version_dir",
     "done_in_any_version",
     "results_files",
@@ -39,49 +32,11 @@ __all__ = [
     "set_aside",
 ]
 
-RESULTS = "results.json"
 #: earlier attempts of a point, under its directory
 ATTEMPTS = ".attempts"
 #: suffix given to a results.json that did not count, when its attempt is set aside
 INVALID_SUFFIX = ".invalid"
-_MAX_BYTES = 64 * 1024**2
 _KEEP = ("params.json", ATTEMPTS)
-
-
-def results_problem(path: str | os.PathLike) -> str | None:
-    """None when ``path`` is a valid ``results.json``, else a few words saying what is wrong.
-
-    Valid: UTF-8 JSON holding an object whose ``kl_total`` is a finite number.
-    """
-    try:
-        text = read_text(path, limit=_MAX_BYTES)
-    except OutputError:
-        return f"larger than {_MAX_BYTES:,} bytes"
-    except OSError as err:
-        return f"unreadable ({err.strerror or err})"
-    except UnicodeDecodeError:
-        return "not UTF-8 text"
-    if not text.strip():
-        return "empty"
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return "not valid JSON (truncated?)"
-    if not isinstance(data, dict):
-        return "not a JSON object"
-    if "kl_total" not in data:
-        return "no kl_total"
-    value = data["kl_total"]
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return f"kl_total is {json.dumps(value)[:40]}, not a number"
-    if not math.isfinite(value):
-        return f"kl_total is {value}"
-    return None
-
-
-def has_results(path: str | os.PathLike) -> bool:
-    """Whether ``path`` is a valid ``results.json`` (:func:`results_problem` finds nothing)."""
-    return results_problem(path) is None
 
 
 def _version(path: Path) -> int | None:
