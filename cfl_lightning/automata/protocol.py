@@ -32,6 +32,7 @@ import torch
 from torch import Tensor
 
 if TYPE_CHECKING:
+    from cfl_lightning.automata.diagram import Diagram
     from cfl_lightning.automata.events import Event
 
 __all__ = ["Automaton", "expected_event_count"]
@@ -103,7 +104,9 @@ class Automaton(Protocol):
         """Expected number of positions per string in each class (the weighted reading's weights).
 
         Returns:
-            ``[C]`` float64; a PFSA's :meth:`~cfl_lightning.automata.PFSA.expected_visits`.
+            ``[C]`` float64, never negative, exactly 0 for classes no string reaches (the
+            decomposed KL leaves them out); a PFSA's
+            :meth:`~cfl_lightning.automata.PFSA.expected_visits` masked by reachability.
         """
         ...
 
@@ -143,7 +146,24 @@ class Automaton(Protocol):
         """
         ...
 
+    def expected_occurrences(self) -> dict[str, float]:
+        """Expected occurrences per string of every built-in event of this automaton.
+
+        Returns:
+            ``{event text: expected count}``, in the order ``results.json`` lists them
+            (``state:``, ``symbol:``, then every existing ``transition:``; a pushdown automaton
+            adds ``push:``). The keys are the events the correlational record counts
+            (:func:`cfl_lightning.data.occurrences.occurrences`).
+        """
+        ...
+
     # ------------------------------------------------------------------ interchange
+    def diagram(self) -> Diagram:
+        """What a drawing shows (:class:`~cfl_lightning.automata.diagram.Diagram`): states,
+        final weights, initial state, labelled arcs; :mod:`cfl_lightning.analysis.draw` lays it
+        out with graphviz."""
+        ...
+
     def validate(self) -> None:
         """Raise the kind's error (one line naming the place) if the automaton is malformed."""
         ...
