@@ -203,7 +203,7 @@ def build_results(run: FinishedRun) -> dict[str, Any]:
     from cfl_lightning.sampling.visits import containing_probability
 
     datamodule, model = run.datamodule, run.model
-    intervention, pfsa = datamodule.intervention, datamodule.pfsa
+    intervention, pfsa = datamodule.intervention, datamodule.automaton
     event = _event_of(run)
     occurrences = datamodule.occurrences()
     expected = datamodule.expected_occurrences()
@@ -283,7 +283,7 @@ def _kl_entries(run: FinishedRun, event: Event | None) -> dict[str, Any]:
     from cfl_lightning.metrics import kl_nested_dict, target_values
     from cfl_lightning.sampling.visits import target_visits, visits_by_event
 
-    pfsa, kl_result = run.datamodule.pfsa, run.kl_result
+    pfsa, kl_result = run.datamodule.automaton, run.kl_result
     out: dict[str, Any] = dict.fromkeys(
         ("kl_total", "kl_target", "kl_target_unweighted", "kl", "kl_unweighted",
          "target_test_visits", "test_visits")

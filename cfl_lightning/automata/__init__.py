@@ -13,11 +13,12 @@ from cfl_lightning.automata.generators import (
 from cfl_lightning.automata.diagram import Arc, Diagram
 from cfl_lightning.automata.loading import automaton_kinds, load_automaton, register_automaton_kind
 from cfl_lightning.automata.pfsa import NORMALIZATION_TOLERANCE, PFSA, RESERVED_SYMBOLS, check_names
-from cfl_lightning.automata.protocol import Automaton, expected_event_count
+from cfl_lightning.automata.protocol import Automaton, class_tables, expected_event_count
 
 __all__ = [
     "Automaton",
     "expected_event_count",
+    "class_tables",
     "load_automaton",
     "register_automaton_kind",
     "automaton_kinds",

@@ -213,6 +213,10 @@ class PFSA:
         of an :class:`~cfl_lightning.automata.Event` (not imported here: events import PFSA)."""
         return event.function(self)
 
+    def event_location(self, event: Any) -> tuple[str, int]:
+        """:meth:`Event.transition_index <cfl_lightning.automata.Event.transition_index>`."""
+        return event.transition_index(self)
+
     def expected_occurrences(self) -> dict[str, float]:
         """Expected occurrences per string of every ``state:``, ``symbol:`` and existing
         ``transition:`` event, keyed by the event's text, in that order."""
@@ -500,6 +504,12 @@ class PFSA:
         return (
             f"PFSA(states={self.num_states}, symbols={self.num_symbols}, "
             f"initial={self.states[self.initial]!r})"
+        )
+
+    def same_topology(self, other: PFSA) -> bool:
+        """Whether ``other`` has the same transition table and initial state (weights aside)."""
+        return self.initial == other.initial and torch.equal(
+            self.next_state.cpu(), other.next_state.cpu()
         )
 
     def __eq__(self, other: object) -> bool:

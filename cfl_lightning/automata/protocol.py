@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from cfl_lightning.automata.diagram import Diagram
     from cfl_lightning.automata.events import Event
 
-__all__ = ["Automaton", "expected_event_count"]
+__all__ = ["Automaton", "expected_event_count", "class_tables"]
 
 
 @runtime_checkable
@@ -157,6 +157,17 @@ class Automaton(Protocol):
         """
         ...
 
+    def event_location(self, event: Event) -> tuple[str, int]:
+        """Where ``event`` lives in a decomposed KL result (its ``kl_target``).
+
+        Returns:
+            ``("state", c)`` (a class), ``("symbol", s)``, or ``("transition", c * (S + 1) + s)``.
+
+        Raises:
+            EventError: an unknown name, or an event without one place in the decomposition.
+        """
+        ...
+
     # ------------------------------------------------------------------ interchange
     def diagram(self) -> Diagram:
         """What a drawing shows (:class:`~cfl_lightning.automata.diagram.Diagram`): states,
@@ -182,3 +193,16 @@ def expected_event_count(automaton: Automaton, event: Event) -> float:
     visits = automaton.expected_class_visits()
     probs = automaton.class_probs()[:, : automaton.num_symbols]
     return float((visits[:, None] * probs * automaton.event_table(event)).sum())
+
+
+def class_tables(automaton: Automaton) -> tuple[Tensor, Tensor]:
+    """The per-class targets, built in this one place for training, evaluation and ensembles.
+
+    Returns:
+        ``probs`` ``[C, S + 1]`` float64, the next-symbol distribution of every class (a batch's
+        ``target_probs`` are its rows at the positions' classes), and ``visits`` ``[C]``
+        float64, the expected visits per string (exactly 0 where no string reaches).
+    """
+    probs = automaton.class_probs().to(torch.float64)
+    visits = automaton.expected_class_visits().to(device=probs.device, dtype=torch.float64)
+    return probs, visits

@@ -18,7 +18,8 @@ from torch import Tensor
 
 from cfl_lightning.automata import PFSA
 from cfl_lightning.errors import PFSAError
-from cfl_lightning.metrics.functional import _decomposed_kl_compute, _pfsa_tables
+from cfl_lightning.automata.protocol import class_tables
+from cfl_lightning.metrics.functional import _decomposed_kl_compute
 
 __all__ = ["pfsa_kl", "pfsa_kl_decomposed"]
 
@@ -30,9 +31,9 @@ def _log_ratio(p: PFSA, q: PFSA) -> tuple[Tensor, Tensor, Tensor]:
             f"pfsa_kl needs automata of the same size, got {p.num_states}x{p.num_symbols} and "
             f"{q.num_states}x{q.num_symbols}"
         )
-    if p.initial != q.initial or not torch.equal(p.next_state.cpu(), q.next_state.cpu()):
+    if not p.same_topology(q):
         raise PFSAError("pfsa_kl needs automata with the same topology (next_state and initial)")
-    probs, visits = _pfsa_tables(p)
+    probs, visits = class_tables(p)
     other = q.next_symbol_probs().to(device=probs.device, dtype=torch.float64)
     support = probs > 0
     # 0 log 0/q = 0; p log p/0 = +inf.
