@@ -32,7 +32,9 @@ def _log_ratio(p: PFSA, q: PFSA) -> tuple[Tensor, Tensor, Tensor]:
             f"{q.num_states}x{q.num_symbols}"
         )
     if not p.same_topology(q):
-        raise PFSAError("pfsa_kl needs automata with the same topology (next_state and initial)")
+        raise PFSAError(
+            "pfsa_kl needs automata with the same topology (transition table and initial state)"
+        )
     probs, visits = class_tables(p)
     other = q.next_symbol_probs().to(device=probs.device, dtype=torch.float64)
     support = probs > 0
@@ -46,7 +48,7 @@ def pfsa_kl_decomposed(p: PFSA, q: PFSA) -> dict[str, Tensor]:
 
     Args:
         p: the reference automaton (the expectation is under ``p``).
-        q: the model automaton (same ``next_state`` table and initial state).
+        q: the model automaton (same transition table and initial state: ``PFSA.same_topology``).
 
     Returns:
         the same dict as :meth:`DecomposedKL.compute`, float64: ``total`` (scalar, nats per
@@ -73,7 +75,7 @@ def pfsa_kl(p: PFSA, q: PFSA) -> Tensor:
 
     Args:
         p: the reference automaton.
-        q: the model automaton (same ``next_state`` table and initial state).
+        q: the model automaton (same transition table and initial state: ``PFSA.same_topology``).
 
     Returns:
         scalar float64 tensor, ``sum_s p_pi(s) KL(p(.|s) || q(.|s))``; ``+inf`` when ``q`` gives
