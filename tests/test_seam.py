@@ -196,3 +196,30 @@ def test_a_second_kind_trains_evaluates_and_writes_results(toy_kind, tmp_path):
     for key in ("kl_total", "kl", "kl_target", "realized_count", "occurrences",
                 "expected_occurrences", "test_visits"):
         assert toy[key] == pfsa[key], key
+
+
+def test_an_event_over_several_classes_sums_its_entries():
+    """A pushdown automaton's state:NAME spans the classes NAME/TOP: the target's weighted value
+    is the sum, the unweighted one the visits-weighted mean over visited classes."""
+    from cfl_lightning.metrics import decomposed_kl, target_values
+    from cfl_lightning.sampling.visits import stake_states
+
+    a = parity_starfree_pfsa(0.3)
+    merged = ToyAutomaton(a)
+    merged.event_location = lambda event: ("state", (1, 2))  # "odd" and "even" as one
+    corpus = sample_corpus(a, 40, seed=2)
+    from cfl_lightning.data.batching import collate, tensorize
+
+    tok = tensorize(corpus, a)
+    batch = collate(tok, torch.arange(40), class_tables(a)[0].float(), a.num_symbols + 2)
+    log_probs = torch.full(batch["target_probs"].shape, 1 / 3).log()
+    result = decomposed_kl(a, log_probs, batch["states"], batch["mask"])
+    weighted, unweighted = target_values(result, "state:odd", merged)
+    visits = class_tables(a)[1]
+    assert weighted == pytest.approx(float(result["state"][1] + result["state"][2]), rel=1e-12)
+    mean = (visits[1] * result["state_unweighted"][1] + visits[2] * result["state_unweighted"][2])
+    assert unweighted == pytest.approx(float(mean / (visits[1] + visits[2])), rel=1e-12)
+    assert stake_states(merged, "state:odd").tolist() == [False, True, True, False]
+    # negative control: the one-place event reads its own entry only
+    assert target_values(result, "state:odd", a)[0] == pytest.approx(float(result["state"][1]))
+    assert target_values(result, "state:odd", a)[0] != pytest.approx(weighted)

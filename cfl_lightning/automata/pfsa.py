@@ -213,9 +213,11 @@ class PFSA:
         of an :class:`~cfl_lightning.automata.Event` (not imported here: events import PFSA)."""
         return event.function(self)
 
-    def event_location(self, event: Any) -> tuple[str, int]:
-        """:meth:`Event.transition_index <cfl_lightning.automata.Event.transition_index>`."""
-        return event.transition_index(self)
+    def event_location(self, event: Any) -> tuple[str, tuple[int, ...]]:
+        """The one place of :meth:`Event.transition_index
+        <cfl_lightning.automata.Event.transition_index>`."""
+        kind, index = event.transition_index(self)
+        return kind, (index,)
 
     def expected_occurrences(self) -> dict[str, float]:
         """Expected occurrences per string of every ``state:``, ``symbol:`` and existing

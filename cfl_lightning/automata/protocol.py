@@ -157,14 +157,18 @@ class Automaton(Protocol):
         """
         ...
 
-    def event_location(self, event: Event) -> tuple[str, int]:
+    def event_location(self, event: Event) -> tuple[str, tuple[int, ...]]:
         """Where ``event`` lives in a decomposed KL result (its ``kl_target``).
 
         Returns:
-            ``("state", c)`` (a class), ``("symbol", s)``, or ``("transition", c * (S + 1) + s)``.
+            the part and its flat indices: ``("state", (c, ...))`` (classes),
+            ``("symbol", (s,))``, or ``("transition", (c * (S + 1) + s, ...))``. A PFSA's events
+            have one place; a pushdown automaton's ``state:NAME`` spans the classes of the
+            state and ``push:X`` the transitions pushing ``X`` (their contributions are summed,
+            :func:`cfl_lightning.metrics.target_values`).
 
         Raises:
-            EventError: an unknown name, or an event without one place in the decomposition.
+            EventError: an unknown name, or an event kind this automaton does not have.
         """
         ...
 

@@ -15,7 +15,8 @@ from collections.abc import Mapping
 
 from torch import Tensor
 
-from cfl_lightning.automata import Automaton, Event
+from cfl_lightning.automata import Automaton, Event, class_tables
+from cfl_lightning.errors import EventError
 
 __all__ = ["EOS_NAME", "kl_log_dict", "kl_nested_dict", "kl_target_names", "target_values"]
 
@@ -99,8 +100,15 @@ def kl_target_names(event: str | Event, pfsa: Automaton, prefix: str = "kl") -> 
         >>> from cfl_lightning import parity_starfree_pfsa
         >>> kl_target_names("transition:odd:a", parity_starfree_pfsa())
         ('kl/transition/odd:a', 'kl_unweighted/transition/odd:a')
+
+    Raises:
+        EventError: an unknown name, or an event spread over several entries (e.g. a pushdown
+            automaton's ``state:NAME`` over its classes ``NAME/TOP``): it has no single key.
     """
-    kind, (q, s) = _locate(event, pfsa)
+    kind, places = _locate(event, pfsa)
+    if len(places) != 1:
+        raise EventError(f"event {event} spans {len(places)} {kind} entries: it has no single key")
+    q, s = places[0]
     name = {
         "state": lambda: pfsa.class_names[q],
         "symbol": lambda: _symbol_name(pfsa, s),
@@ -109,15 +117,15 @@ def kl_target_names(event: str | Event, pfsa: Automaton, prefix: str = "kl") -> 
     return f"{prefix}/{kind}/{name}", f"{prefix}_unweighted/{kind}/{name}"
 
 
-def _locate(event: str | Event, pfsa: Automaton) -> tuple[str, tuple[int, int]]:
+def _locate(event: str | Event, pfsa: Automaton) -> tuple[str, list[tuple[int, int]]]:
+    """The event's part of the decomposition and its ``(class, symbol)`` places (-1: none)."""
     event = Event.parse(event) if isinstance(event, str) else event
-    kind, index = pfsa.event_location(event)  # raises EventError on unknown names
+    kind, indices = pfsa.event_location(event)  # raises EventError on unknown names
     if kind == "state":
-        return kind, (index, -1)
+        return kind, [(c, -1) for c in indices]
     if kind == "symbol":
-        return kind, (-1, index)
-    q, s = divmod(index, pfsa.num_symbols + 1)
-    return kind, (q, s)
+        return kind, [(-1, s) for s in indices]
+    return kind, [divmod(i, pfsa.num_symbols + 1) for i in indices]
 
 
 def target_values(
@@ -125,8 +133,12 @@ def target_values(
 ) -> tuple[float, float]:
     """The intervened event's contribution: ``(weighted, unweighted)``.
 
-    A state event reads ``state[q]``, a symbol event ``symbol[s]``, a transition event
-    ``transition[q, s]``.
+    A state event reads ``state[c]``, a symbol event ``symbol[s]``, a transition event
+    ``transition[c, s]``. An event spread over several entries (a pushdown automaton's
+    ``state:NAME`` over its classes, a ``push:X`` over its transitions) sums the weighted
+    entries; its unweighted value is the mean of the entries' unweighted values weighted by
+    their exact weights (``p_pi(c)``, or ``p_pi(c) p(s | c)``), over the entries the strings
+    visited (NaN where none).
 
     Args:
         result: the dict of :meth:`DecomposedKL.compute` / :func:`decomposed_kl`.
@@ -140,6 +152,16 @@ def target_values(
     Raises:
         EventError: the event is malformed or names an unknown state or symbol.
     """
-    kind, (q, s) = _locate(event_spec, pfsa)
-    index = {"state": (q,), "symbol": (s,), "transition": (q, s)}[kind]
-    return float(result[kind][index]), float(result[f"{kind}_unweighted"][index])
+    kind, places = _locate(event_spec, pfsa)
+    index = [(q,) if kind == "state" else (s,) if kind == "symbol" else (q, s) for q, s in places]
+    if len(index) == 1:
+        return float(result[kind][index[0]]), float(result[f"{kind}_unweighted"][index[0]])
+    weighted = sum(float(result[kind][i]) for i in index)
+    probs, visits = class_tables(pfsa)
+    weights = visits if kind == "state" else visits[:, None] * probs
+    mass = total = 0.0
+    for i in index:
+        value, weight = float(result[f"{kind}_unweighted"][i]), float(weights[i])
+        if not math.isnan(value) and weight > 0:
+            mass, total = mass + weight, total + weight * value
+    return weighted, total / mass if mass > 0 else math.nan

@@ -62,14 +62,15 @@ def stake_states(pfsa: Automaton, event: str | Event) -> Tensor:
         EventError: malformed event or unknown name.
     """
     event = Event.parse(event) if isinstance(event, str) else event
-    kind, index = pfsa.event_location(event)
+    kind, indices = pfsa.event_location(event)
     out = torch.zeros(len(pfsa.class_names), dtype=torch.bool)
-    if kind == "state":
-        out[index] = True
-    elif kind == "symbol":
-        out = pfsa.class_probs()[:, index].cpu() > 0
-    else:
-        out[index // (pfsa.num_symbols + 1)] = True
+    for index in indices:
+        if kind == "state":
+            out[index] = True
+        elif kind == "symbol":
+            out |= pfsa.class_probs()[:, index].cpu() > 0
+        else:
+            out[index // (pfsa.num_symbols + 1)] = True
     return out
 
 
