@@ -90,8 +90,9 @@ class DecomposedKLCallback(pl.Callback):
 
     What the data module must offer (a :class:`~cfl_lightning.PFADataModule`, or a user's own:
     its ``automaton``, batches with ``target_probs``, ``states``, ``mask``...) is written in
-    :mod:`cfl_lightning.callbacks.requirements`; without an automaton the callback refuses when
-    the run is set up (one line naming what is missing).
+    :mod:`cfl_lightning.callbacks.requirements`; a data module without an automaton is refused
+    when the run is set up (one line naming what is missing). With plain dataloaders (no data
+    module) and no ``automaton=``, only the per-string losses are logged.
 
     Args:
         event: the intervened event (``"state:NAME"``, ``"symbol:SYM"``,
@@ -145,27 +146,32 @@ class DecomposedKLCallback(pl.Callback):
         return names + (("val/kl_target",) if event else ())
 
     # ------------------------------------------------------------------ set-up
-    def resolve(self, datamodule: Any) -> tuple[Automaton, Event | None]:
+    def resolve(self, datamodule: Any) -> tuple[Automaton | None, Event | None]:
         """The automaton and event this callback evaluates with ``datamodule``: its own
         arguments first, then the data module's ``automaton`` and ``event`` attributes.
+        Without a data module (plain dataloaders) and without ``automaton=``: none, and only
+        the per-string losses are logged.
 
         Raises:
-            CflError: no automaton (one line naming the missing ``automaton``), or an event
-                naming an unknown state or symbol of the automaton.
+            CflError: a data module (or an event) without an automaton (one line naming the
+                missing ``automaton``), or an event naming an unknown state or symbol.
         """
         pfsa = self._pfsa_arg if self._pfsa_arg is not None else datamodule_automaton(datamodule)
         event = self._event_arg
         if event is None:
             event = getattr(datamodule, "event", None)
-        if pfsa is None:
+        if pfsa is None and (datamodule is not None or event is not None):
             what = f"event={str(event)!r}" if event is not None else ""
-            owner = "no data module" if datamodule is None else type(datamodule).__name__
-            raise CflError(
-                f"DecomposedKLCallback({what}) has no automaton to evaluate on: {owner} has no "
-                "attribute 'automaton'; pass automaton=... or give the data module one (see "
-                "cfl_lightning.callbacks.requirements)"
+            owner = (
+                "there is no data module" if datamodule is None
+                else f"{type(datamodule).__name__} has no attribute 'automaton'"
             )
-        if event is not None:
+            raise CflError(
+                f"DecomposedKLCallback({what}) has no automaton to evaluate on: {owner}; pass "
+                "automaton=... or give the data module one (see cfl_lightning.callbacks."
+                "requirements)"
+            )
+        if pfsa is not None and event is not None:
             pfsa.event_table(event)  # an unknown state or symbol fails here, not at test end
         return pfsa, event
 
@@ -180,8 +186,10 @@ class DecomposedKLCallback(pl.Callback):
                 stacklevel=2,
             )
         if pfsa is not self.pfsa or not self.metrics:
-            self.metrics = {s: DecomposedKL(pfsa) for s in _STAGES}
-            self.visits = {s: StateVisits(len(pfsa.class_names)) for s in _STAGES}
+            self.metrics = {} if pfsa is None else {s: DecomposedKL(pfsa) for s in _STAGES}
+            self.visits = {} if pfsa is None else {
+                s: StateVisits(len(pfsa.class_names)) for s in _STAGES
+            }
         self.pfsa, self.event = pfsa, event
 
     # ------------------------------------------------------------------ per batch

@@ -97,7 +97,7 @@ class ResultsWriter(pl.Callback):
         if kl is None:
             return
         pfsa, event = kl.resolve(datamodule)
-        if pfsa.to_dict() != datamodule.automaton.to_dict():
+        if pfsa is not None and pfsa.to_dict() != datamodule.automaton.to_dict():
             raise CflError(
                 "DecomposedKLCallback(pfsa=...) evaluates another automaton than the data "
                 "module's; results.json would mix them (give the callback no pfsa, or the same)"
