@@ -66,7 +66,8 @@ def test_no_isinstance_on_an_automaton_or_data_module_class_above_the_core():
 def test_the_structural_greps_can_fail(tmp_path):
     """Negative control: the patterns do match the code they forbid."""
     assert re.search(r"\bnext_state\b", "table = pfsa.next_state.cpu()")
-    assert re.search(rf"isinstance\([^)]*\b({AUTOMATON_CLASSES})\b", "isinstance(dm, PFADataModule)")
+    forbidden = rf"isinstance\([^)]*\b({AUTOMATON_CLASSES})\b"
+    assert re.search(forbidden, "isinstance(dm, PFADataModule)")
 
 
 # --------------------------------------------------------------------------- the PFSA's side

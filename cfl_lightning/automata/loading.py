@@ -28,7 +28,7 @@ _KINDS: dict[str, Callable[..., Automaton]] = {}
 
 
 def register_automaton_kind(kind: str, from_dict: Callable[..., Automaton]) -> None:
-    """Register ``from_dict(data, *, source=None)`` for JSON objects whose ``"kind"`` is ``kind``."""
+    """Register ``from_dict(data, *, source=None)`` for JSON objects of this ``"kind"``."""
     _KINDS[kind] = from_dict
 
 

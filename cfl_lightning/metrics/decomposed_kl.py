@@ -20,8 +20,8 @@ class DecomposedKL(Metric):
     The positions are grouped by the automaton's *classes* (a PFSA's states; a pushdown
     automaton's (state, top of stack) pairs): ``q`` below is a class. The weights ``p_pi(q)``,
     ``p_pi(q, s) = p_pi(q) p_A(s|q)`` and ``p_pi(s)`` are exact (from
-    ``automaton.expected_class_visits()``); only the unweighted parts are Monte-Carlo averages over the
-    prefixes fed to :meth:`update`:
+    ``automaton.expected_class_visits()``); only the unweighted parts are Monte-Carlo averages over
+    the prefixes fed to :meth:`update`:
 
     .. math::
         \\mathrm{total} = \\sum_q p_\\pi(q)\\,\\overline{\\mathrm{KL}}_q

@@ -1,7 +1,12 @@
 """Pure sampling core: unconstrained, exact-intervention and rejection samplers."""
 
-from cfl_lightning.sampling import pfsa_backend as _pfsa_backend  # registers the "pfsa" sampler
-from cfl_lightning.sampling.backend import EventCounts, SamplerBackend, backend_for, register_backend
+from cfl_lightning.sampling import pfsa_backend  # noqa: F401  (registers the "pfsa" sampler)
+from cfl_lightning.sampling.backend import (
+    EventCounts,
+    SamplerBackend,
+    backend_for,
+    register_backend,
+)
 from cfl_lightning.sampling.budget import (
     MemoryEstimate,
     check_corpora_memory,

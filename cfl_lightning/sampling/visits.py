@@ -51,7 +51,8 @@ def stake_states(pfsa: Automaton, event: str | Event) -> Tensor:
     """The classes (a PFSA's states) at which ``event`` is at stake.
 
     Args:
-        pfsa: the automaton (any kind: its :meth:`~cfl_lightning.automata.Automaton.event_location`).
+        pfsa: the automaton (any kind: by
+            :meth:`~cfl_lightning.automata.Automaton.event_location`).
         event: ``state:NAME``, ``symbol:SYM`` or ``transition:SOURCE:SYM``.
 
     Returns:
