@@ -257,7 +257,7 @@ def realized_value(args: Sequence[str], event: str, units: str) -> tuple[int, st
     if kind != "none":
         return -1, kind
     parsed = Event.parse(event)
-    parsed.function(module.pfsa)  # unknown state/symbol or missing transition: EventError
+    module.automaton.event_table(parsed)  # unknown name or missing transition: EventError
     table = module.occurrences("train")[OCCURRENCE_PART[units]]
     return int(table[str(parsed)]), kind
 
@@ -269,9 +269,8 @@ def realized_values(args: Sequence[str], kind: str, units: str) -> tuple[dict[st
     intervention = module.intervention.kind
     if intervention != "none":
         return {}, intervention
-    names = module.pfsa.alphabet if kind == "symbol" else module.pfsa.states
     table = module.occurrences("train")[OCCURRENCE_PART[units]]
-    return {f"{kind}:{n}": int(table[f"{kind}:{n}"]) for n in names}, intervention
+    return {spec: int(n) for spec, n in table.items() if spec.startswith(f"{kind}:")}, intervention
 
 
 def _worker_init() -> None:

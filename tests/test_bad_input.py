@@ -527,7 +527,7 @@ def test_numpy_integers_are_accepted_for_counts_and_seeds(parity):
 
 
 API_REFUSALS = [
-    (lambda p: sample_corpus("a.json", 5, seed=0), "expected a PFSA"),
+    (lambda p: sample_corpus("a.json", 5, seed=0), "expected an automaton"),
     (lambda p: sample_corpus(p, 5, seed=-1), "seed must be in 0..2**64-1"),
     (lambda p: sample_corpus(p, 5, seed=2**64), "seed must be in 0..2**64-1"),
     (lambda p: sample_corpus(p, 5, seed=1.5), "seed must be an integer"),

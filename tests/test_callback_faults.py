@@ -102,9 +102,14 @@ def test_event_without_an_automaton_is_an_error():
     with pytest.raises(CflError, match="no automaton"):
         _trainer(DecomposedKLCallback(event="state:odd")).test(Bag(2), datamodule=plain,
                                                                verbose=False)
-    # negative control: without an event the callback only logs the per-string losses
-    (metrics,) = _trainer(DecomposedKLCallback()).test(Bag(2), datamodule=plain, verbose=False)
-    assert "test/kl_per_string" in metrics and "kl_total" not in metrics
+    # without an event too: never a silent skip of the decomposed KL (one line naming it)
+    with pytest.raises(CflError, match="no attribute 'automaton'") as err:
+        _trainer(DecomposedKLCallback()).test(Bag(2), datamodule=plain, verbose=False)
+    assert "\n" not in str(err.value)
+    # negative control: the callback's own automaton serves a data module without one
+    callback = DecomposedKLCallback(event="state:odd", automaton=parity_starfree_pfsa(0.3))
+    (metrics,) = _trainer(callback).test(Bag(2), datamodule=plain, verbose=False)
+    assert "test/kl_per_string" in metrics and "kl_total" in metrics
 
 
 # --------------------------------------------------------------------------- units

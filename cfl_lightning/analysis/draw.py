@@ -21,10 +21,13 @@ import shutil
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cfl_lightning.errors import CflError
 from cfl_lightning.io import atomic_open, atomic_write_text, check_output, read_json
+
+if TYPE_CHECKING:  # the automaton core (torch) is imported only when something is drawn
+    from cfl_lightning.automata.diagram import Arc, Diagram
 
 __all__ = [
     "DotNotFoundError", "format_weight", "automaton_graph", "render_automaton", "FORMATS",
@@ -70,18 +73,19 @@ def format_weight(weight: float, digits: int = 2) -> str:
     return f"{weight:.1g}"
 
 
-def _load(source: str | os.PathLike | Mapping[str, Any]) -> dict[str, Any]:
-    """The automaton's JSON dict from a file (an automaton, or a results.json) or a dict."""
-    from cfl_lightning.automata import PFSA
+def _load(source: str | os.PathLike | Mapping[str, Any]) -> Diagram:
+    """What to draw of the automaton in a file (an automaton of any kind, or a results.json)
+    or a dict: its :meth:`~cfl_lightning.automata.Automaton.diagram` (validated)."""
+    from cfl_lightning.automata import load_automaton
 
     if isinstance(source, Mapping):
         data, where = dict(source), "automaton"
     else:
         where = os.fspath(source)
-        data = read_json(where, error=CflError)  # one line naming the file, as PFSA.from_json
+        data = read_json(where, error=CflError)  # one line naming the file, as load_automaton
     if isinstance(data, Mapping) and isinstance(data.get("automaton"), Mapping):
         data = dict(data["automaton"])  # a results.json
-    return PFSA.from_dict(data, source=where).to_dict()  # validated and canonical
+    return load_automaton(data, where=where).diagram()
 
 
 def automaton_graph(
@@ -95,8 +99,10 @@ def automaton_graph(
 ) -> Any:
     """A ``graphviz.Digraph`` of the automaton (an automaton JSON path, results.json or dict).
 
-    Node ids are ``s_<state>`` (state names never contain ``:``, which graphviz would read as a
-    port: :meth:`PFSA.validate` rejects it); labels are plain text, never HTML-like.
+    The automaton may be of any kind: what is drawn is its
+    :meth:`~cfl_lightning.automata.Automaton.diagram` (a pushdown automaton's arcs name the stack
+    action too). Node ids are ``s_<state>`` (state names never contain ``:``, which graphviz
+    would read as a port: validation rejects it); labels are plain text, never HTML-like.
 
     Args:
         source: the automaton.
@@ -119,12 +125,12 @@ def automaton_graph(
     except ImportError:
         raise CflError("the graphviz Python package is missing: pip install graphviz") from None
 
-    data = _load(source)
+    diagram = _load(source)
     if engine == "auto":
-        engine = "sfdp" if len(data["states"]) > LARGE_STATES else "dot"
+        engine = "sfdp" if len(diagram.states) > LARGE_STATES else "dot"
     graph = _new_graph(graphviz, engine, rankdir, title)
-    _add_states(graph, data, engine, digits, graphviz.nohtml)
-    _add_edges(graph, data["transitions"], edge_labels, digits, graphviz.nohtml)
+    _add_states(graph, diagram, engine, digits, graphviz.nohtml)
+    _add_edges(graph, diagram.arcs, edge_labels, digits, graphviz.nohtml)
     return graph
 
 
@@ -144,14 +150,12 @@ def _new_graph(graphviz: Any, engine: str, rankdir: str, title: str | None) -> A
     return graph
 
 
-def _add_states(graph: Any, data: Mapping[str, Any], engine: str, digits: int, nohtml) -> None:
+def _add_states(graph: Any, diagram: Diagram, engine: str, digits: int, nohtml) -> None:
     """One node per state (final ones double-circled with their weight) and the start mark: an
     arrow from an invisible node under ``dot``, a bold outline under force-directed layouts."""
-    final = {k: float(v) for k, v in (data.get("final") or {}).items()}
     if engine == "dot":
         graph.node("__start__", label="", shape="none", width="0", height="0")
-    for state in data["states"]:
-        weight = final.get(state, 0.0)
+    for state, weight in zip(diagram.states, diagram.final):
         if weight > 0:
             graph.node(
                 _id(state),
@@ -161,24 +165,25 @@ def _add_states(graph: Any, data: Mapping[str, Any], engine: str, digits: int, n
         else:
             graph.node(_id(state), label=nohtml(state))
     if engine == "dot":
-        graph.edge("__start__", _id(data["initial"]))
+        graph.edge("__start__", _id(diagram.initial))
     else:  # force-directed layouts put the arrow's invisible tail anywhere: a bold outline
-        graph.node(_id(data["initial"]), penwidth="3")
+        graph.node(_id(diagram.initial), penwidth="3")
 
 
 def _add_edges(
-    graph: Any, transitions: Sequence[Mapping[str, Any]], edge_labels: str, digits: int, nohtml
+    graph: Any, arcs: Sequence[Arc], edge_labels: str, digits: int, nohtml
 ) -> None:
-    """One edge per (source, target) pair: labelled with its ``symbol/weight`` lines, or (without
-    labels) with a pen width growing with its largest weight; dashed when its only arc weighs 0."""
+    """One edge per (source, target) pair: labelled with its ``label/weight`` lines (a PFSA's
+    label is its symbol), or (without labels) with a pen width growing with its largest weight;
+    dashed when its only arc weighs 0."""
     labels: dict[tuple[str, str], list[str]] = defaultdict(list)
     heaviest: dict[tuple[str, str], float] = defaultdict(float)
     zero: set[tuple[str, str]] = set()
-    for arc in transitions:
-        key = (arc["source"], arc["target"])
-        labels[key].append(f"{arc['symbol']}/{format_weight(arc['weight'], digits)}")
-        heaviest[key] = max(heaviest[key], float(arc["weight"]))
-        if float(arc["weight"]) == 0:
+    for arc in arcs:
+        key = (arc.source, arc.target)
+        labels[key].append(f"{arc.label}/{format_weight(arc.weight, digits)}")
+        heaviest[key] = max(heaviest[key], float(arc.weight))
+        if float(arc.weight) == 0:
             zero.add(key)
     labeled = edge_labels == "all" or (edge_labels == "auto" and len(labels) <= MAX_LABELED_EDGES)
     for (src, dst), lines in labels.items():

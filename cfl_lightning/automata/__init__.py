@@ -1,4 +1,5 @@
-"""Pure automaton core: the PFSA class, events and generators (no Lightning imports)."""
+"""Pure automaton core: the automaton protocol, the PFSA, events, generators, loading by kind
+(no Lightning imports)."""
 
 from cfl_lightning.automata.events import EVENT_KINDS, Event
 from cfl_lightning.automata.generators import (
@@ -9,9 +10,20 @@ from cfl_lightning.automata.generators import (
     random_weights,
     resampled_parity_starfree_pfsa,
 )
+from cfl_lightning.automata.diagram import Arc, Diagram
+from cfl_lightning.automata.loading import automaton_kinds, load_automaton, register_automaton_kind
 from cfl_lightning.automata.pfsa import NORMALIZATION_TOLERANCE, PFSA, RESERVED_SYMBOLS, check_names
+from cfl_lightning.automata.protocol import Automaton, class_tables, expected_event_count
 
 __all__ = [
+    "Automaton",
+    "expected_event_count",
+    "class_tables",
+    "load_automaton",
+    "register_automaton_kind",
+    "automaton_kinds",
+    "Diagram",
+    "Arc",
     "PFSA",
     "NORMALIZATION_TOLERANCE",
     "RESERVED_SYMBOLS",

@@ -32,6 +32,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from cfl_lightning.automata.diagram import Arc, Diagram
+from cfl_lightning.automata.pfsa_walk import state_walk
 from cfl_lightning.errors import PFSAError
 from cfl_lightning.io import atomic_write_text, read_json
 
@@ -79,7 +81,10 @@ def check_names(states: Sequence[str], alphabet: Sequence[str], where: str = "")
 
 
 class PFSA:
-    """A probabilistic deterministic finite-state automaton.
+    """A probabilistic deterministic finite-state automaton (the automaton protocol's ``"pfsa"``).
+
+    As an :class:`~cfl_lightning.automata.protocol.Automaton` its position classes are its
+    states (``class_label`` ``"state"``).
 
     Args:
         states: state names, in index order.
@@ -97,6 +102,9 @@ class PFSA:
         >>> A.next_symbol_probs().shape
         torch.Size([4, 3])
     """
+
+    kind = "pfsa"
+    class_label = "state"
 
     def __init__(
         self,
@@ -172,6 +180,67 @@ class PFSA:
             ``[Q, |S| + 1]`` float64; column ``|S|`` (last) is EOS. Rows sum to one.
         """
         return torch.cat([self.weights, self.final[:, None]], dim=1)
+
+    # ------------------------------------------------------------------ the automaton protocol
+    @property
+    def class_names(self) -> tuple[str, ...]:
+        """The position classes: the states."""
+        return self.states
+
+    def class_probs(self) -> Tensor:
+        """``[Q, |S| + 1]``: :meth:`next_symbol_probs`."""
+        return self.next_symbol_probs()
+
+    def class_transitions(self) -> Tensor:
+        """``[Q, |S| + 1]`` bool: symbol transitions with a target, EOS where final > 0."""
+        return torch.cat([self.next_state >= 0, (self.final > 0)[:, None]], dim=1)
+
+    def expected_class_visits(self) -> Tensor:
+        """``[Q]``: :meth:`expected_visits`, exactly 0 at unreachable states (never negative)."""
+        visits = self.expected_visits().clamp_min(0.0)
+        reach = torch.tensor(self.reachable(), dtype=torch.bool, device=visits.device)
+        return torch.where(reach, visits, torch.zeros_like(visits))
+
+    def annotate(
+        self, tokens: Tensor, offsets: Tensor, device: torch.device | str | None = None
+    ) -> Tensor:
+        """The state before every symbol and before every end (see
+        :func:`~cfl_lightning.automata.pfsa_walk.state_walk`): ``[L + K]`` int64."""
+        return state_walk(self.next_state, self.initial, tokens, offsets, device)
+
+    def event_table(self, event: Any) -> Tensor:
+        """``[Q, |S|]`` int64: :meth:`Event.function <cfl_lightning.automata.Event.function>`
+        of an :class:`~cfl_lightning.automata.Event` (not imported here: events import PFSA)."""
+        return event.function(self)
+
+    def event_location(self, event: Any) -> tuple[str, tuple[int, ...]]:
+        """The one place of :meth:`Event.transition_index
+        <cfl_lightning.automata.Event.transition_index>`."""
+        kind, index = event.transition_index(self)
+        return kind, (index,)
+
+    def expected_occurrences(self) -> dict[str, float]:
+        """Expected occurrences per string of every ``state:``, ``symbol:`` and existing
+        ``transition:`` event, keyed by the event's text, in that order."""
+        flow = self.expected_visits()[:, None] * self.weights  # [Q, S]
+        out = {f"state:{n}": float(v) for n, v in zip(self.states, flow.sum(1))}
+        out.update({f"symbol:{a}": float(v) for a, v in zip(self.alphabet, flow.sum(0))})
+        table = self.next_state.tolist()
+        for i, src in enumerate(self.states):
+            for j, a in enumerate(self.alphabet):
+                if table[i][j] >= 0:
+                    out[f"transition:{src}:{a}"] = float(flow[i, j])
+        return out
+
+    def diagram(self) -> Diagram:
+        """What a drawing shows: states, final weights, the initial state, ``symbol`` arcs."""
+        data = self.to_dict()
+        arcs = tuple(
+            Arc(t["source"], t["target"], t["symbol"], float(t["weight"]))
+            for t in data["transitions"]
+        )
+        final = tuple(float(f) for f in self.final.cpu().tolist())
+        return Diagram(self.states, final, data["initial"], arcs)
 
     def transition_matrix(self, mask: Tensor | None = None) -> Tensor:
         """State-to-state transition matrix ``W[q, q'] = sum_s weights[q, s] [next(q, s) = q']``.
@@ -359,6 +428,11 @@ class PFSA:
         where = f"{source}: " if source else ""
         if not isinstance(data, Mapping):
             raise PFSAError(f"{where}expected a JSON object at the top level")
+        if data.get("kind", "pfsa") != "pfsa":
+            raise PFSAError(
+                f"{where}an automaton of kind {data.get('kind')!r}, not a PFSA: read it with "
+                "cfl_lightning.automata.load_automaton"
+            )
         for key in ("alphabet", "states", "initial", "transitions"):
             if key not in data:
                 raise PFSAError(f"{where}missing key {key!r}")
@@ -434,6 +508,12 @@ class PFSA:
         return (
             f"PFSA(states={self.num_states}, symbols={self.num_symbols}, "
             f"initial={self.states[self.initial]!r})"
+        )
+
+    def same_topology(self, other: PFSA) -> bool:
+        """Whether ``other`` has the same transition table and initial state (weights aside)."""
+        return self.initial == other.initial and torch.equal(
+            self.next_state.cpu(), other.next_state.cpu()
         )
 
     def __eq__(self, other: object) -> bool:

@@ -32,9 +32,10 @@ import torch
 from torch import Tensor
 
 if TYPE_CHECKING:
+    from cfl_lightning.automata.diagram import Diagram
     from cfl_lightning.automata.events import Event
 
-__all__ = ["Automaton", "expected_event_count"]
+__all__ = ["Automaton", "expected_event_count", "class_tables"]
 
 
 @runtime_checkable
@@ -103,7 +104,9 @@ class Automaton(Protocol):
         """Expected number of positions per string in each class (the weighted reading's weights).
 
         Returns:
-            ``[C]`` float64; a PFSA's :meth:`~cfl_lightning.automata.PFSA.expected_visits`.
+            ``[C]`` float64, never negative, exactly 0 for classes no string reaches (the
+            decomposed KL leaves them out); a PFSA's
+            :meth:`~cfl_lightning.automata.PFSA.expected_visits` masked by reachability.
         """
         ...
 
@@ -143,7 +146,39 @@ class Automaton(Protocol):
         """
         ...
 
+    def expected_occurrences(self) -> dict[str, float]:
+        """Expected occurrences per string of every built-in event of this automaton.
+
+        Returns:
+            ``{event text: expected count}``, in the order ``results.json`` lists them
+            (``state:``, ``symbol:``, then every existing ``transition:``; a pushdown automaton
+            adds ``push:``). The keys are the events the correlational record counts
+            (:func:`cfl_lightning.data.occurrences.occurrences`).
+        """
+        ...
+
+    def event_location(self, event: Event) -> tuple[str, tuple[int, ...]]:
+        """Where ``event`` lives in a decomposed KL result (its ``kl_target``).
+
+        Returns:
+            the part and its flat indices: ``("state", (c, ...))`` (classes),
+            ``("symbol", (s,))``, or ``("transition", (c * (S + 1) + s, ...))``. A PFSA's events
+            have one place; a pushdown automaton's ``state:NAME`` spans the classes of the
+            state and ``push:X`` the transitions pushing ``X`` (their contributions are summed,
+            :func:`cfl_lightning.metrics.target_values`).
+
+        Raises:
+            EventError: an unknown name, or an event kind this automaton does not have.
+        """
+        ...
+
     # ------------------------------------------------------------------ interchange
+    def diagram(self) -> Diagram:
+        """What a drawing shows (:class:`~cfl_lightning.automata.diagram.Diagram`): states,
+        final weights, initial state, labelled arcs; :mod:`cfl_lightning.analysis.draw` lays it
+        out with graphviz."""
+        ...
+
     def validate(self) -> None:
         """Raise the kind's error (one line naming the place) if the automaton is malformed."""
         ...
@@ -162,3 +197,16 @@ def expected_event_count(automaton: Automaton, event: Event) -> float:
     visits = automaton.expected_class_visits()
     probs = automaton.class_probs()[:, : automaton.num_symbols]
     return float((visits[:, None] * probs * automaton.event_table(event)).sum())
+
+
+def class_tables(automaton: Automaton) -> tuple[Tensor, Tensor]:
+    """The per-class targets, built in this one place for training, evaluation and ensembles.
+
+    Returns:
+        ``probs`` ``[C, S + 1]`` float64, the next-symbol distribution of every class (a batch's
+        ``target_probs`` are its rows at the positions' classes), and ``visits`` ``[C]``
+        float64, the expected visits per string (exactly 0 where no string reaches).
+    """
+    probs = automaton.class_probs().to(torch.float64)
+    visits = automaton.expected_class_visits().to(device=probs.device, dtype=torch.float64)
+    return probs, visits

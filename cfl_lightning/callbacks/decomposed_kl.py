@@ -21,8 +21,8 @@ import torch
 from lightning.pytorch.utilities.model_helpers import is_overridden
 from torch import Tensor
 
-from cfl_lightning.automata import PFSA, Event
-from cfl_lightning.data import PFADataModule
+from cfl_lightning.automata import Automaton, Event
+from cfl_lightning.callbacks.requirements import check_kl_batch, datamodule_automaton
 from cfl_lightning.errors import CflError
 from cfl_lightning.losses import as_log_probs
 from cfl_lightning.metrics import (
@@ -88,12 +88,19 @@ class DecomposedKLCallback(pl.Callback):
     DDP each process logs the single-process value on the same strings (the data module gives
     every evaluation string to exactly one process).
 
+    What the data module must offer (a :class:`~cfl_lightning.PFADataModule`, or a user's own:
+    its ``automaton``, batches with ``target_probs``, ``states``, ``mask``...) is written in
+    :mod:`cfl_lightning.callbacks.requirements`; a data module without an automaton is refused
+    when the run is set up (one line naming what is missing). With plain dataloaders (no data
+    module) and no ``automaton=``, only the per-string losses are logged.
+
     Args:
         event: the intervened event (``"state:NAME"``, ``"symbol:SYM"``,
-            ``"transition:SRC:SYM"``); default: the data module's event.
-        pfsa: the automaton the evaluation strings are drawn from; default
-            ``trainer.datamodule.pfsa`` (a :class:`~cfl_lightning.PFADataModule`). Without
-            either, only the per-string losses are logged.
+            ``"transition:SRC:SYM"``); default: the data module's ``event``.
+        pfsa: the automaton the evaluation strings are drawn from (any
+            :class:`~cfl_lightning.automata.Automaton`; ``automaton=`` is the same argument);
+            default ``trainer.datamodule.automaton``.
+        automaton: the same as ``pfsa`` (its name since pushdown automata).
 
     Example:
         >>> trainer = L.Trainer(callbacks=[DecomposedKLCallback()])  # doctest: +SKIP
@@ -101,11 +108,20 @@ class DecomposedKLCallback(pl.Callback):
         [{'kl_total': 0.41, 'kl_target': 0.02, 'kl/state/odd': 0.02, ...}]
     """
 
-    def __init__(self, event: str | Event | None = None, pfsa: PFSA | None = None) -> None:
+    def __init__(
+        self,
+        event: str | Event | None = None,
+        pfsa: Automaton | None = None,
+        *,
+        automaton: Automaton | None = None,
+    ) -> None:
         super().__init__()
+        if pfsa is not None and automaton is not None and pfsa is not automaton:
+            raise CflError("DecomposedKLCallback: give the automaton once (pfsa= or automaton=)")
+        pfsa = automaton if automaton is not None else pfsa
         self._event_arg = Event.parse(event) if isinstance(event, str) else event
         self._pfsa_arg = pfsa
-        self.pfsa: PFSA | None = pfsa
+        self.pfsa: Automaton | None = pfsa
         self.event: Event | None = self._event_arg
         self.losses = {stage: EpochLoss() for stage in _STAGES}
         self.metrics: dict[str, DecomposedKL] = {}
@@ -134,28 +150,33 @@ class DecomposedKLCallback(pl.Callback):
         return names + (("val/kl_target",) if event else ())
 
     # ------------------------------------------------------------------ set-up
-    def resolve(self, datamodule: Any) -> tuple[PFSA | None, Event | None]:
+    def resolve(self, datamodule: Any) -> tuple[Automaton | None, Event | None]:
         """The automaton and event this callback evaluates with ``datamodule``: its own
-        arguments first, then a :class:`~cfl_lightning.PFADataModule`'s (anything else: none).
+        arguments first, then the data module's ``automaton`` and ``event`` attributes.
+        Without a data module (plain dataloaders) and without ``automaton=``: none, and only
+        the per-string losses are logged.
 
         Raises:
-            CflError: an event without an automaton, or an event naming an unknown state or
-                symbol of the automaton.
+            CflError: a data module (or an event) without an automaton (one line naming the
+                missing ``automaton``), or an event naming an unknown state or symbol.
         """
-        datamodule = datamodule if isinstance(datamodule, PFADataModule) else None
-        pfsa = self._pfsa_arg if self._pfsa_arg is not None else (
-            datamodule.pfsa if datamodule is not None else None
-        )
+        pfsa = self._pfsa_arg if self._pfsa_arg is not None else datamodule_automaton(datamodule)
         event = self._event_arg
-        if event is None and datamodule is not None:
-            event = datamodule.event
-        if pfsa is None and event is not None:
+        if event is None:
+            event = getattr(datamodule, "event", None)
+        if pfsa is None and (datamodule is not None or event is not None):
+            what = f"event={str(event)!r}" if event is not None else ""
+            owner = (
+                "there is no data module" if datamodule is None
+                else f"{type(datamodule).__name__} has no attribute 'automaton'"
+            )
             raise CflError(
-                f"DecomposedKLCallback(event={str(event)!r}) has no automaton to evaluate it on: "
-                "pass pfsa=... or train on a PFADataModule"
+                f"DecomposedKLCallback({what}) has no automaton to evaluate on: {owner}; pass "
+                "automaton=... or give the data module one (see cfl_lightning.callbacks."
+                "requirements)"
             )
         if pfsa is not None and event is not None:
-            event.function(pfsa)  # an unknown state or symbol fails here, not at test end
+            pfsa.event_table(event)  # an unknown state or symbol fails here, not at test end
         return pfsa, event
 
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
@@ -170,7 +191,9 @@ class DecomposedKLCallback(pl.Callback):
             )
         if pfsa is not self.pfsa or not self.metrics:
             self.metrics = {} if pfsa is None else {s: DecomposedKL(pfsa) for s in _STAGES}
-            self.visits = {} if pfsa is None else {s: StateVisits(pfsa.num_states) for s in _STAGES}
+            self.visits = {} if pfsa is None else {
+                s: StateVisits(len(pfsa.class_names)) for s in _STAGES
+            }
         self.pfsa, self.event = pfsa, event
 
     # ------------------------------------------------------------------ per batch
@@ -185,6 +208,7 @@ class DecomposedKLCallback(pl.Callback):
             return
         name = "validation" if stage == "val" else stage
         where = f" ({name}, epoch {trainer.current_epoch}, step {trainer.global_step})"
+        check_kl_batch(batch, name)
         log_probs = predict_log_probs(pl_module, batch, where=where)
         self.losses[stage].update(log_probs, batch)
         if stage in self.metrics:

@@ -81,7 +81,7 @@ def build_results(run: FinishedRun) -> dict[str, Any]:
         ValueError: ``run.event`` differs from the data module's own event.
     """
     datamodule, model = run.datamodule, run.model
-    intervention, pfsa = datamodule.intervention, datamodule.pfsa
+    intervention, pfsa = datamodule.intervention, datamodule.automaton
     event = _event_of(run)
     occurrences = datamodule.occurrences()
     expected = datamodule.expected_occurrences()

@@ -14,7 +14,7 @@ from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 
 from cfl_lightning.callbacks.decomposed_kl import MONITOR, DecomposedKLCallback
 from cfl_lightning.callbacks.finished_run import FinishedRun, build_results
-from cfl_lightning.data import PFADataModule
+from cfl_lightning.callbacks.requirements import check_results_data
 from cfl_lightning.errors import CflError
 from cfl_lightning.results import RESULTS, write_results
 
@@ -44,7 +44,9 @@ class ResultsWriter(pl.Callback):
 
     The decomposed KL is what the trainer's :class:`DecomposedKLCallback` computed
     (:attr:`~DecomposedKLCallback.test_entries`, written as it is); the data from the
-    trainer's :class:`~cfl_lightning.PFADataModule` (without one nothing is written). The
+    trainer's data module: a :class:`~cfl_lightning.PFADataModule`, or any data module with the
+    attributes of :mod:`cfl_lightning.callbacks.requirements` (without them the writer refuses
+    when the run is set up, in one line naming what is missing). The
     ``event`` (and ``kl_target``, the realized and expected counts) is the one the callback
     evaluated: its ``event=`` argument, else the data module's. When the callback's event or
     automaton differ from the data module's own event or automaton, the writer refuses when
@@ -93,11 +95,12 @@ class ResultsWriter(pl.Callback):
             self._time_before = None
             self._fit_started = None
         datamodule = trainer.datamodule
+        check_results_data(datamodule)
         kl = _kl_callback(trainer)
-        if kl is None or not isinstance(datamodule, PFADataModule):
+        if kl is None:
             return
         pfsa, event = kl.resolve(datamodule)
-        if pfsa is not None and pfsa.to_dict() != datamodule.pfsa.to_dict():
+        if pfsa is not None and pfsa.to_dict() != datamodule.automaton.to_dict():
             raise CflError(
                 "DecomposedKLCallback(pfsa=...) evaluates another automaton than the data "
                 "module's; results.json would mix them (give the callback no pfsa, or the same)"
@@ -148,8 +151,9 @@ class ResultsWriter(pl.Callback):
 
     def on_test_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         datamodule = trainer.datamodule
-        if not isinstance(datamodule, PFADataModule) or not trainer.is_global_zero:
+        if not trainer.is_global_zero:
             return
+        check_results_data(datamodule)
         kl = _kl_callback(trainer)
         path = Path(self.path) if self.path else run_log_dir(trainer) / RESULTS
         seed = os.environ.get("PL_GLOBAL_SEED")

@@ -65,7 +65,6 @@ from cfl_lightning.cli.run_checks import (
     check_trainer_values,
     read_checkpoint,
 )
-from cfl_lightning.data import PFADataModule
 from cfl_lightning.data.settings import GENERATOR_ARGS, applicable
 from cfl_lightning.errors import CflError
 from cfl_lightning.models import LanguageModel
@@ -397,7 +396,7 @@ class CflLightningCLI(LightningCLI):
             "model_hparams": model,
             "model_class": type(self.model).__name__,
         }
-        if isinstance(self.datamodule, PFADataModule):
+        if getattr(self.datamodule, "hparams", None):
             params["data"] = {
                 k: v for k, v in self.datamodule.hparams.items() if not k.startswith("_")
             }

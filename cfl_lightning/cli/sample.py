@@ -28,7 +28,9 @@ def build_parser() -> ArgumentParser:
     from cfl_lightning.kinds.interventions import INTERVENTION_KINDS, INTERVENTIONS
     from cfl_lightning.sampling.request import METHODS
 
-    parser = ArgumentParser(prog=PROG, description="Sample a corpus from a PFSA (JSON Lines).")
+    parser = ArgumentParser(
+        prog=PROG, description="Sample a corpus from an automaton (JSON Lines)."
+    )
     parser.add_argument("--automaton", required=True, help="automaton JSON file")
     parser.add_argument("--num-strings", type=int, required=True, help="number of strings K")
     parser.add_argument("--seed", type=seed_type, required=True, help="random seed (0..2**64-1)")
@@ -62,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
 
     def body() -> int:
-        from cfl_lightning.automata.pfsa import PFSA
+        from cfl_lightning.automata import load_automaton
         from cfl_lightning.io import check_output
         from cfl_lightning.sampling.request import check_request, resolve_device
         from cfl_lightning.sampling.sampler import draw
@@ -71,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         if not to_stdout:
             check_output(args.output, [args.automaton], what="--output")
         device = resolve_device(args.device)
-        pfsa = PFSA.from_json(args.automaton)
+        pfsa = load_automaton(args.automaton)  # any registered kind (JSON "kind")
         request = check_request(  # warns on extreme lengths, refuses what won't fit
             pfsa, args.num_strings, seed=args.seed, intervention=args.intervention,
             event=args.event, count=args.count, method=args.method, device=device,

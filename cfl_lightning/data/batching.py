@@ -2,16 +2,18 @@
 
 A string of ``n`` symbols ``s_1 ... s_n`` becomes ``n + 1`` *positions*: position ``j`` reads
 ``input_ids[j]`` (``BOS`` for ``j = 0``, else ``s_j``), predicts ``target_ids[j]`` (``s_{j+1}``, or
-``EOS`` for ``j = n``), and records ``states[j]``, the automaton state after the prefix
-``s_1 ... s_j`` (the initial state for ``j = 0``). ``target_probs[j]`` is the automaton's
-next-symbol distribution at that state, ``[p(s | q) for s in alphabet] + [p(EOS | q)]``.
+``EOS`` for ``j = n``), and records ``states[j]``, the automaton's position class after the prefix
+``s_1 ... s_j`` (a PFSA's state; a pushdown automaton's (state, top of stack); from
+:meth:`~cfl_lightning.automata.Automaton.annotate`). ``target_probs[j]`` is the automaton's
+next-symbol distribution at that class, ``[p(s | c) for s in alphabet] + [p(EOS | c)]``: the row
+of :func:`~cfl_lightning.automata.class_tables` (the one place targets are built).
 
 Token ids: symbols ``0 .. S-1`` in alphabet order, ``EOS = S``, ``BOS = S + 1``, ``PAD = S + 2``.
 Padding positions hold ``PAD`` in ``input_ids``/``target_ids``, state ``0``, all-zero
 ``target_probs`` and ``mask = False``.
 
 Everything per position is computed once per corpus in a flat (CSR) layout by
-:func:`tensorize`, in one pass on the sampling device; the state walk advances all strings one
+:func:`tensorize`, in one pass on the sampling device; the annotation advances all strings one
 position at a time (a loop over the longest length, vectorized across strings), never a Python
 loop per token.
 """
@@ -27,7 +29,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import Dataset, DistributedSampler
 
-from cfl_lightning.automata import PFSA
+from cfl_lightning.automata import Automaton
 from cfl_lightning.errors import CflError
 from cfl_lightning.data.tokens import TokenIds
 from cfl_lightning.sampling import Corpus
@@ -63,7 +65,7 @@ class TokenizedCorpus:
     Attributes:
         inputs: ``[N]`` int64 input ids (``BOS`` then the symbols), ``N = sum(n_k + 1)``.
         targets: ``[N]`` int64 target ids (the symbols then ``EOS``).
-        states: ``[N]`` int64 automaton state after each prefix.
+        states: ``[N]`` int64 automaton class (a PFSA's state) after each prefix.
         offsets: ``[K + 1]`` int64 position offsets.
         counts: ``[K]`` int64 event occurrences per string, or ``None`` without an event.
     """
@@ -84,78 +86,39 @@ class TokenizedCorpus:
 
 
 def state_walk(
-    pfsa: PFSA, tokens: Tensor, offsets: Tensor, device: torch.device | str | None = None
+    pfsa: Automaton, tokens: Tensor, offsets: Tensor, device: torch.device | str | None = None
 ) -> Tensor:
-    """States visited by every string of a flat corpus.
+    """The class (a PFSA's state) of every position of a flat corpus: ``pfsa.annotate``.
 
-    All strings advance together, longest first, one symbol per step (a loop over the longest
-    length, vectorized across strings, a flat successor lookup per step).
-
-    Args:
-        pfsa: the automaton.
-        tokens: ``[L]`` int64 symbol ids, string after string.
-        offsets: ``[K + 1]`` int64; string ``k`` is ``tokens[offsets[k]:offsets[k+1]]``.
-        device: where to run (default: the CPU); the result stays there.
+    Kept under its old name; see :meth:`~cfl_lightning.automata.Automaton.annotate`.
 
     Returns:
-        ``[L + K]`` int64: for string ``k`` (length ``n``) the ``n + 1`` states after its
-        prefixes, at ``offsets[k] + k ... offsets[k] + k + n``.
+        ``[L + K]`` int64: for string ``k`` (length ``n``) the ``n + 1`` classes before its
+        symbols and before its end, at ``offsets[k] + k ... offsets[k] + k + n``.
 
     Raises:
         CflError: a symbol id is out of range or a string leaves the automaton's support.
     """
-    device = torch.device("cpu") if device is None else torch.device(device)
-    tokens, offsets = tokens.to(device).long(), offsets.to(device).long()
-    num_q, num_s = pfsa.num_states, pfsa.num_symbols
-    if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= num_s):
-        raise CflError(f"corpus has a symbol id outside [0, {num_s})")
-    # Missing transitions go to an absorbing sink row Q, detected once at the end.
-    table = pfsa.next_state.to(device).clone()
-    table[table < 0] = num_q
-    table = torch.cat([table, torch.full((1, num_s), num_q, dtype=torch.long, device=device)])
-    table = table.reshape(-1)
-    num = offsets.numel() - 1
-    lengths = offsets[1:] - offsets[:-1]
-    starts = offsets[:-1] + torch.arange(num, device=device)  # each string's initial state
-    states = torch.empty(tokens.numel() + num, dtype=torch.long, device=device)
-    states[starts] = pfsa.initial
-    if tokens.numel() == 0:
-        return states
-    order = torch.sort(lengths, descending=True, stable=True).indices
-    tok_start, pos_start = offsets[:-1][order], starts[order] + 1
-    # active[t] = number of strings longer than t; they are a prefix of ``order``.
-    active = torch.bincount(lengths, minlength=int(lengths.max()) + 1).flip(0).cumsum(0).flip(0)
-    current = torch.full((num,), pfsa.initial, dtype=torch.long, device=device)
-    for t, n_t in enumerate(active[1:].tolist()):
-        current = table.take(current[:n_t] * num_s + tokens.take(tok_start[:n_t] + t))
-        states[pos_start[:n_t] + t] = current
-    bad = torch.nonzero(states == num_q)
-    if bad.numel():
-        pos = int(bad[0])
-        k = int(torch.searchsorted(starts, torch.tensor([pos], device=device), right=True)[0]) - 1
-        raise CflError(
-            f"string {k} leaves the automaton's support at symbol #{pos - int(starts[k]) - 1} "
-            "(no transition); the corpus does not belong to this automaton"
-        )
-    return states
+    return pfsa.annotate(tokens, offsets, device)
 
 
 def tensorize(
     corpus: Corpus,
-    pfsa: PFSA,
+    pfsa: Automaton,
     event_function: Tensor | None = None,
     device: torch.device | str | None = None,
 ) -> TokenizedCorpus:
-    """Frame every string with BOS/EOS, walk the automaton, and count event occurrences.
+    """Frame every string with BOS/EOS, annotate the classes, and count event occurrences.
 
     Everything is computed in one pass on ``device`` (the sampling device, say) and returned on
     the CPU: the same integers on every device.
 
     Args:
         corpus: the sampled strings.
-        pfsa: the automaton they were sampled from.
-        event_function: optional ``[Q, S]`` 0/1 event table; per-string counts are recomputed
-            from the state walk (independently of the sampler's own bookkeeping).
+        pfsa: the automaton they were sampled from (any kind).
+        event_function: optional ``[C, S]`` event table (``automaton.event_table``); per-string
+            counts are recomputed from the annotation (independently of the sampler's own
+            bookkeeping).
         device: where to compute (default: the CPU).
     """
     device = torch.device("cpu") if device is None else torch.device(device)
@@ -169,7 +132,7 @@ def tensorize(
     inputs[at + 1] = tokens  # BOS stays at each string's first position
     targets = torch.full((total + num,), ids.eos, dtype=torch.long, device=device)
     targets[at] = tokens  # EOS stays at each string's last position
-    states = state_walk(pfsa, tokens, offsets, device)
+    states = pfsa.annotate(tokens, offsets, device)
     counts = None
     if event_function is not None:
         hits = event_function.to(device).long().reshape(-1).take(
@@ -215,7 +178,8 @@ def collate(
     Args:
         corpus: the tensorized corpus.
         index: ``[B]`` string indices.
-        probs: ``[Q, S + 1]`` float32 next-symbol table (``PFSA.next_symbol_probs``).
+        probs: ``[C, S + 1]`` float32 next-symbol table of the classes
+            (:func:`~cfl_lightning.automata.class_tables`; ``PFADataModule.target_table``).
         pad_id: the padding id (``S + 2``).
     """
     length = corpus.positions[index]

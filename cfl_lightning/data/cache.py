@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from cfl_lightning.automata import PFSA
+from cfl_lightning.automata import Automaton
 from cfl_lightning.checkpoint_io import atomic_torch_save
 from cfl_lightning.sampling import Corpus
 from cfl_lightning.version import __version__
@@ -62,12 +62,12 @@ def resolve_cache_dir(cache_dir: str | os.PathLike | None) -> Path | None:
     return Path(value).expanduser()
 
 
-def automaton_json(pfsa: PFSA) -> str:
+def automaton_json(pfsa: Automaton) -> str:
     """Canonical JSON of an automaton (sorted keys, compact): the basis of ids and cache keys."""
     return json.dumps(pfsa.to_dict(), sort_keys=True, separators=(",", ":"))
 
 
-def corpus_key(pfsa: PFSA, **arguments: object) -> str:
+def corpus_key(pfsa: Automaton, **arguments: object) -> str:
     """sha256 (hex) identifying a corpus: the automaton plus every sampling argument."""
     record = {
         "format": FORMAT_VERSION,

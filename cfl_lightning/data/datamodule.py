@@ -47,7 +47,7 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader
 
-from cfl_lightning.automata import PFSA, Event
+from cfl_lightning.automata import Automaton, Event, class_tables, expected_event_count
 from cfl_lightning.data.batching import (
     BatchDataset,
     BatchOrderSampler,
@@ -168,16 +168,19 @@ class PFADataModule(L.LightningDataModule):
         num_workers: int = 0,
     ) -> None:
         super().__init__()
+        if isinstance(automaton, Automaton):  # an object: recorded (and cached) as its JSON
+            automaton = automaton.to_dict()  # type: ignore[assignment]
         #: the checked constructor arguments
         self.settings: DataSettings = DataSettings.from_arguments(locals())
         self.save_hyperparameters()  # Lightning's record of the call (the CLI adds its keys)
-        self.pfsa: PFSA = build_automaton(self.settings)
+        #: the automaton (any registered kind: :func:`~cfl_lightning.automata.load_automaton`)
+        self.automaton: Automaton = build_automaton(self.settings)
         # The recorded hparams are the checked settings, with the real alphabet size (the
         # constructor value only sizes random automata): Lightning merges data and model hparams
         # and rejects a mismatch with the model's num_symbols. Saved again (not edited in place)
         # so that ``hparams_initial``, which the Trainer logs and merges, holds it too.
         self.save_hyperparameters(
-            {**self.hparams, **self.settings.as_dict(), "num_symbols": self.pfsa.num_symbols}
+            {**self.hparams, **self.settings.as_dict(), "num_symbols": self.automaton.num_symbols}
         )
         #: the training corpus's intervention (kind, event, count), validated on the automaton
         self.intervention: Intervention = Intervention.create(
@@ -188,21 +191,21 @@ class PFADataModule(L.LightningDataModule):
                 f"intervention {self.intervention.kind!r} has no exact sampler (its registry "
                 "entry's sampler is unset): a data module cannot sample it"
             )
-        #: ``[Q, S]`` int64 event function (None without an event)
-        self.event_function = self.intervention.validate(self.pfsa, self.settings.num_strings)
+        #: ``[C, S]`` int64 event table (None without an event)
+        self.event_function = self.intervention.validate(self.automaton, self.settings.num_strings)
         #: the counted event (None without one)
         self.event: Optional[Event] = self.intervention.event
         #: the validation corpus's intervention ("same": the training one, count scaled)
         self.val_intervention: Intervention = self._val_intervention()
-        #: ``[Q]`` bool states at which the event is at stake (None without an event), and
+        #: ``[C]`` bool classes at which the event is at stake (None without an event), and
         #: ``P(reach)`` of those states (None without targeted test strings)
         self.stake, self.reach_probability = at_stake(
-            self.pfsa, self.event, self.settings.test_target_strings
+            self.automaton, self.event, self.settings.test_target_strings
         )
         self._device = resolve_device(self.settings.device)
         self.cache_path = resolve_cache_dir(self.settings.cache_dir)
         self._check_memory()
-        self.num_symbols: int = self.pfsa.num_symbols
+        self.num_symbols: int = self.automaton.num_symbols
         ids = TokenIds(self.num_symbols)
         self.vocab_size: int = ids.vocab_size
         self.eos_id: int = ids.eos
@@ -227,7 +230,7 @@ class PFADataModule(L.LightningDataModule):
         assert train.count is not None
         count = int(round(train.count * s.val_strings / s.num_strings))
         intervention = Intervention(train.kind, train.event, count)
-        intervention.validate(self.pfsa, s.val_strings)
+        intervention.validate(self.automaton, s.val_strings)
         return intervention
 
     def _check_memory(self) -> None:
@@ -249,7 +252,7 @@ class PFADataModule(L.LightningDataModule):
         }
         listed = ", ".join(f"{name} {k:,}" for name, (k, _) in corpora.items() if k)
         check_corpora_memory(
-            self.pfsa, list(corpora.values()), device=self.device,
+            self.automaton, list(corpora.values()), device=self.device,
             extra_bytes_per_token=TOKEN_BYTES, what=f"the data module's corpora ({listed})",
         )
 
@@ -272,10 +275,10 @@ class PFADataModule(L.LightningDataModule):
     def _cached(self, plan: SplitPlan) -> tuple[Corpus, bool]:
         """``(corpus, cache hit)`` of ``plan``: read from the cache, or drawn and written."""
         if plan.num_strings == 0:  # an empty split: nothing to sample or cache
-            return plan.draw(self.pfsa, self.device, self.stake), False
-        key = corpus_key(self.pfsa, **plan.key_arguments(self.device))
+            return plan.draw(self.automaton, self.device, self.stake), False
+        key = corpus_key(self.automaton, **plan.key_arguments(self.device))
         return cached_corpus(
-            self.cache_path, key, lambda: plan.draw(self.pfsa, self.device, self.stake)
+            self.cache_path, key, lambda: plan.draw(self.automaton, self.device, self.stake)
         )
 
     def _read(self, split: str) -> tuple[Corpus, bool]:
@@ -294,7 +297,7 @@ class PFADataModule(L.LightningDataModule):
     def _tokenize(self, split: str, corpus: Corpus) -> TokenizedCorpus:
         """Per-position arrays of ``split``; the corpus must meet its intervention."""
         event_function = self.event_function if split in ("train", "val") else None
-        tokenized = tensorize(corpus, self.pfsa, event_function, device=self.device)
+        tokenized = tensorize(corpus, self.automaton, event_function, device=self.device)
         spec = {"train": self.intervention, "val": self.val_intervention}.get(split)
         counts = tokenized.counts
         if spec is not None and counts is not None and not spec.satisfied(counts):
@@ -372,7 +375,7 @@ class PFADataModule(L.LightningDataModule):
         ranks count every validation/test string exactly once.
         """
         _, tokenized, batches = self._load(split)
-        probs = self.pfsa.next_symbol_probs().to(torch.float32)
+        probs = self.target_table
         trainer = self.trainer
         world, rank = (trainer.world_size, trainer.global_rank) if trainer is not None else (1, 0)
         if not shuffle and world > 1:
@@ -409,11 +412,27 @@ class PFADataModule(L.LightningDataModule):
         """Test batches, unshuffled (shortest strings first)."""
         return self._loader("test", shuffle=False)
 
+    # ------------------------------------------------------------------ targets
+    @property
+    def pfsa(self) -> Automaton:
+        """The automaton (the name of :attr:`automaton` before pushdown automata)."""
+        return self.automaton
+
+    @property
+    def target_table(self) -> torch.Tensor:
+        """``[C, S + 1]`` float32: row ``c`` is the target distribution of a position of class
+        ``c`` (:func:`~cfl_lightning.automata.class_tables`); batches index it by ``states``."""
+        return class_tables(self.automaton)[0].to(torch.float32)
+
+    def results_metadata(self) -> dict[str, Any]:
+        """What ``results.json`` records about the data (see :mod:`cfl_lightning.callbacks`)."""
+        return self.summary()
+
     # ------------------------------------------------------------------ analysis
     @property
     def automaton_id(self) -> str:
         """First 16 hex digits of the sha256 of the canonical automaton JSON."""
-        return hashlib.sha256(automaton_json(self.pfsa).encode("utf-8")).hexdigest()[:16]
+        return hashlib.sha256(automaton_json(self.automaton).encode("utf-8")).hexdigest()[:16]
 
     @property
     def realized_count(self) -> Optional[int]:
@@ -442,18 +461,18 @@ class PFADataModule(L.LightningDataModule):
             with at least one traversal (:func:`~cfl_lightning.data.occurrences.occurrences`).
             One unconstrained run thus serves every target.
         """
-        return occurrences(self.pfsa, self.tokenized(split))
+        return occurrences(self.automaton, self.tokenized(split))
 
     def expected_occurrences(self) -> dict[str, float]:
         """``num_strings`` x expected occurrences per unconstrained string, for every event."""
-        return expected_occurrences(self.pfsa, self.settings.num_strings)
+        return expected_occurrences(self.automaton, self.settings.num_strings)
 
     @property
     def expected_count(self) -> Optional[float]:
         """``num_strings`` x expected occurrences per unconstrained string (None without event)."""
         if self.event is None:
             return None
-        return self.settings.num_strings * self.event.expected_count(self.pfsa)
+        return self.settings.num_strings * expected_event_count(self.automaton, self.event)
 
     def summary(self) -> dict[str, Any]:
         """Flat dict for hyperparameter logging.
@@ -471,7 +490,7 @@ class PFADataModule(L.LightningDataModule):
             realized_count=self.realized_count,
             realized_strings=self.realized_strings,
             expected_count=self.expected_count,
-            automaton_states=self.pfsa.num_states,
+            automaton_states=len(self.automaton.class_names),
             alphabet_size=self.num_symbols,
             vocab_size=self.vocab_size,
             automaton_id=self.automaton_id,

@@ -18,7 +18,7 @@ import operator
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal, Mapping, Optional
 
-from cfl_lightning.automata import PFSA
+from cfl_lightning.automata import Automaton, load_automaton
 from cfl_lightning.errors import CflError
 from cfl_lightning.kinds.generators import (
     GENERATOR_NAMES,
@@ -86,8 +86,9 @@ class DataSettings:
     Integer fields accept numpy integers and are stored as Python ints (they are logged).
 
     Attributes:
-        automaton: path of an automaton JSON file; if None, the automaton comes from
-            ``generator``.
+        automaton: path of an automaton JSON file of any kind (``"kind"``: ``pfsa``, the
+            default, or ``pushdown``); in Python also an automaton object (recorded as its
+            JSON); if None, the automaton comes from ``generator``.
         generator: a registered generator used when ``automaton`` is None ({generators}).
         eta: probability of the star-free branch of the "parity" automaton, in [0, 1].
         num_states: number of states of the "random" automaton.
@@ -180,14 +181,17 @@ class DataSettings:
         }
 
 
-def build_automaton(settings: DataSettings) -> PFSA:
+def build_automaton(settings: DataSettings) -> Automaton:
     """The automaton of ``settings``: read from ``automaton``, else built by ``generator``.
+
+    ``automaton`` is a JSON file (or its parsed object) of any registered kind
+    (:func:`~cfl_lightning.automata.load_automaton`: ``"kind"`` absent means a PFSA).
 
     Raises:
         PFSAError: an unknown generator, or an invalid automaton file.
     """
     if settings.automaton is not None:
-        return PFSA.from_json(settings.automaton)
+        return load_automaton(settings.automaton)
     return generator(settings.generator).from_settings(settings)
 
 

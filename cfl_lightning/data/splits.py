@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 import torch
 
-from cfl_lightning.automata import PFSA, Event
+from cfl_lightning.automata import Automaton, Event
 from cfl_lightning.data.targeted import sample_targeted
 from cfl_lightning.sampling import Corpus, Intervention
 from cfl_lightning.sampling.request import SamplingRequest
@@ -64,13 +64,13 @@ class SplitPlan:
             "device_type": device.type,
         }
 
-    def draw(self, pfsa: PFSA, device: torch.device, stake: Optional[torch.Tensor]) -> Corpus:
+    def draw(self, pfsa: Automaton, device: torch.device, stake: Optional[torch.Tensor]) -> Corpus:
         """Sample the split's corpus on ``device`` (returned on the CPU).
 
         Args:
             pfsa: the automaton.
             device: the resolved sampling device.
-            stake: ``[Q]`` bool at-stake states (needed only with ``reach``).
+            stake: ``[C]`` bool at-stake classes (needed only with ``reach``).
         """
         if self.num_strings == 0:
             return Corpus(torch.zeros(0, dtype=torch.long), torch.zeros(1, dtype=torch.long))

@@ -14,7 +14,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from cfl_lightning.automata import PFSA, Event
+from cfl_lightning.automata import Automaton, Event
 from cfl_lightning.data.batching import BatchDataset, TokenizedCorpus
 from cfl_lightning.errors import CflError
 from cfl_lightning.sampling import Corpus
@@ -29,7 +29,7 @@ __all__ = ["at_stake", "sample_targeted", "mix", "test_weights", "WithWeights"]
 
 
 def at_stake(
-    pfsa: PFSA, event: Optional[Event], test_target_strings: int
+    pfsa: Automaton, event: Optional[Event], test_target_strings: int
 ) -> tuple[Optional[Tensor], Optional[float]]:
     """The event's at-stake states, and ``P(reach)`` when targeted strings are asked for.
 
@@ -39,7 +39,7 @@ def at_stake(
         test_target_strings: the number of targeted strings asked for.
 
     Returns:
-        ``(stake, p_reach)``: ``[Q]`` bool (None without an event) and the probability that a
+        ``(stake, p_reach)``: ``[C]`` bool (None without an event) and the probability that a
         string reaches an at-stake state (None without targeted strings).
 
     Raises:
@@ -58,7 +58,7 @@ def at_stake(
 
 
 def sample_targeted(
-    pfsa: PFSA, num_strings: int, seed: int, stake: Tensor, device: torch.device
+    pfsa: Automaton, num_strings: int, seed: int, stake: Tensor, device: torch.device
 ) -> Corpus:
     """``num_strings`` strings conditioned on reaching an at-stake state, sampled on ``device``.
 
@@ -85,7 +85,7 @@ def test_weights(
 
     Args:
         tokenized: the test strings' per-position arrays (``states`` ``[sum of n + 1]``).
-        stake: ``[Q]`` bool at-stake states.
+        stake: ``[C]`` bool at-stake classes.
         num_plain: the unconstrained strings (``test_strings``).
         num_target: the targeted strings (``test_target_strings``).
         p_reach: ``P(reach)`` (:func:`at_stake`).

@@ -127,7 +127,7 @@ class EnsembleData:
             self._packed[key] = PackedCorpora(
                 [dm.tokenized(split) for dm in dms],
                 [self.batches(split, m) for m in range(len(dms))],
-                [dm.pfsa.next_symbol_probs() for dm in dms],
+                [dm.target_table for dm in dms],
                 dms[0].pad_id,
                 device=device,
                 weights=[dm.test_weights() for dm in dms] if split == "test" else None,

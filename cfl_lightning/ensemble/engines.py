@@ -168,7 +168,7 @@ class LoopEngine:
         if split not in self._batches:
             out = []
             for k, dm in enumerate(self.data.datamodules):
-                corpus, probs = dm.tokenized(split), dm.pfsa.next_symbol_probs().to(torch.float32)
+                corpus, probs = dm.tokenized(split), dm.target_table
                 weights = dm.test_weights() if split == "test" else None
                 batches = []
                 for index in self.data.batches(split, k):

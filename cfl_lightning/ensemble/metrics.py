@@ -13,21 +13,15 @@ the order of floating-point additions.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from torch import Tensor
 from torchmetrics import Metric
 
-from cfl_lightning.metrics.functional import (
-    _decomposed_kl_compute,
-    _decomposed_kl_update,
-    _pfsa_tables,
-)
+from cfl_lightning.automata import Automaton, class_tables
+from cfl_lightning.metrics.functional import _decomposed_kl_compute, _decomposed_kl_update
 from cfl_lightning.sampling.visits import position_counts
-
-if TYPE_CHECKING:
-    from cfl_lightning.automata import PFSA
 
 __all__ = ["MemberDecomposedKL"]
 
@@ -57,9 +51,9 @@ class MemberDecomposedKL(Metric):
     # states (add_state): counts, kl_sums [sum Q] float64, ratio_sums [sum Q, |S|+1] float64,
     # visits [sum Q] int64; member m owns rows offset_m ... offset_m + Q_m - 1
 
-    def __init__(self, pfsas: list[PFSA], *, validate_args: bool = True, **kwargs: Any) -> None:
+    def __init__(self, pfsas: list[Automaton], *, validate_args: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        tables = [_pfsa_tables(p) for p in pfsas]
+        tables = [class_tables(p) for p in pfsas]
         widths = {int(t[0].shape[1]) for t in tables}
         if len(widths) != 1:
             raise ValueError(f"members' automata differ in alphabet size: {sorted(widths)}")

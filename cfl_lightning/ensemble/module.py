@@ -344,7 +344,7 @@ class EnsembleLanguageModel(pl.LightningModule):
         return Ticks(plan)
 
     def on_test_epoch_start(self) -> None:
-        self._test_metric = MemberDecomposedKL([dm.pfsa for dm in self.data.datamodules]).to(
+        self._test_metric = MemberDecomposedKL([dm.automaton for dm in self.data.datamodules]).to(
             self.device
         )
         self._test_batches = np.zeros(self.num_members, dtype=np.int64)

@@ -63,8 +63,9 @@ class PackedCorpora:
         corpora: per member, the tokenized corpus (``PFADataModule.tokenized(split)``).
         batches: per member, its list of ``[B]`` string-index batches
             (``PFADataModule.batches(split)``), in the data module's (unshuffled) order.
-        probs: per member, the ``[Q_m, S+1]`` next-symbol table of its automaton
-            (``PFSA.next_symbol_probs()``); ``S`` must be the same for all members.
+        probs: per member, the ``[C_m, S+1]`` next-symbol table of its automaton's classes
+            (``PFADataModule.target_table``, from :func:`~cfl_lightning.automata.class_tables`);
+            ``S`` must be the same for all members.
         pad_id: the padding token id (``S + 2``).
         device: where the packed tensors live.
         weights: per member, ``[K_m]`` importance weights of its strings or None (all 1; e.g.

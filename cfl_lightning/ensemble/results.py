@@ -52,7 +52,7 @@ def write_member_results(
         config=dict(config),
         model=model,
         datamodule=datamodule,
-        kl=kl_entries(kl_result, test_visits, datamodule.pfsa, datamodule.event),
+        kl=kl_entries(kl_result, test_visits, datamodule.automaton, datamodule.event),
         best_val_loss=outcome.best_val_loss,
         epochs=outcome.epochs,
         train_time_s=outcome.train_time_s,

@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from torch import Tensor
 from torchmetrics import Metric
 
-from cfl_lightning.metrics.functional import (
-    _decomposed_kl_compute,
-    _decomposed_kl_update,
-    _pfsa_tables,
-)
-
-if TYPE_CHECKING:
-    from cfl_lightning.automata import PFSA
+from cfl_lightning.automata.protocol import Automaton, class_tables
+from cfl_lightning.metrics.functional import _decomposed_kl_compute, _decomposed_kl_update
 
 __all__ = ["DecomposedKL"]
 
@@ -23,9 +17,11 @@ __all__ = ["DecomposedKL"]
 class DecomposedKL(Metric):
     """Decomposed ``KL(p_A || p_theta)`` (nats per string) over strings drawn from an automaton.
 
-    The weights ``p_pi(q)``, ``p_pi(q, s) = p_pi(q) p_A(s|q)`` and ``p_pi(s)`` are exact (from
-    ``pfsa.expected_visits()``); only the unweighted parts are Monte-Carlo averages over the
-    prefixes fed to :meth:`update`:
+    The positions are grouped by the automaton's *classes* (a PFSA's states; a pushdown
+    automaton's (state, top of stack) pairs): ``q`` below is a class. The weights ``p_pi(q)``,
+    ``p_pi(q, s) = p_pi(q) p_A(s|q)`` and ``p_pi(s)`` are exact (from
+    ``automaton.expected_class_visits()``); only the unweighted parts are Monte-Carlo averages over
+    the prefixes fed to :meth:`update`:
 
     .. math::
         \\mathrm{total} = \\sum_q p_\\pi(q)\\,\\overline{\\mathrm{KL}}_q
@@ -38,7 +34,8 @@ class DecomposedKL(Metric):
     enumeration with ``weights`` equal to the string probabilities).
 
     Args:
-        pfsa: the automaton ``A`` the evaluation strings are drawn from.
+        pfsa: the automaton ``A`` the evaluation strings are drawn from (any
+            :class:`~cfl_lightning.automata.Automaton`).
         validate_args: check state indices and NaN log-probabilities in :meth:`update`.
         kwargs: passed to :class:`torchmetrics.Metric`.
 
@@ -75,11 +72,11 @@ class DecomposedKL(Metric):
     kl_sums: Tensor
     ratio_sums: Tensor
 
-    def __init__(self, pfsa: PFSA, *, validate_args: bool = True, **kwargs: Any) -> None:
+    def __init__(self, pfsa: Automaton, *, validate_args: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.pfsa = pfsa
         self.validate_args = validate_args
-        probs, visits = _pfsa_tables(pfsa)
+        probs, visits = class_tables(pfsa)
         # Plain attributes (not buffers): kept float64 whatever the module's dtype; moved lazily.
         self._target_probs = probs.cpu()
         self._visits = visits.cpu()

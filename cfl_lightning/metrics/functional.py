@@ -18,26 +18,12 @@ sums over visited states: an unvisited state's ``U(q, s)`` is unknown, not 0.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 from torch import Tensor
 
-if TYPE_CHECKING:
-    from cfl_lightning.automata import PFSA
+from cfl_lightning.automata.protocol import Automaton, class_tables
 
-__all__ = ["decomposed_kl", "_decomposed_kl_update", "_decomposed_kl_compute", "_pfsa_tables"]
-
-
-def _pfsa_tables(pfsa: PFSA) -> tuple[Tensor, Tensor]:
-    """Next-symbol probabilities ``[Q, |S|+1]`` and exact visits ``p_pi`` ``[Q]`` (float64).
-
-    Unreachable states get exactly zero visits (the linear solve may leave rounding noise).
-    """
-    probs = pfsa.next_symbol_probs().to(torch.float64)
-    reach = torch.tensor(pfsa.reachable(), dtype=torch.bool, device=probs.device)
-    visits = pfsa.expected_visits().to(torch.float64).clamp_min(0.0)
-    return probs, torch.where(reach, visits, torch.zeros_like(visits))
+__all__ = ["decomposed_kl", "_decomposed_kl_update", "_decomposed_kl_compute"]
 
 
 def _check_real_positions(log_probs: Tensor, states: Tensor, mask: Tensor, num_states: int) -> None:
@@ -184,7 +170,7 @@ def _decomposed_kl_compute(
 
 
 def decomposed_kl(
-    pfsa: PFSA, log_probs: Tensor, states: Tensor, mask: Tensor, weights: Tensor | None = None
+    pfsa: Automaton, log_probs: Tensor, states: Tensor, mask: Tensor, weights: Tensor | None = None
 ) -> dict[str, Tensor]:
     """Decomposed ``KL(p_A || p_theta)`` of one batch of strings drawn from ``pfsa``.
 
@@ -206,6 +192,6 @@ def decomposed_kl(
         >>> float(out["total"])
         0.0
     """
-    probs, visits = _pfsa_tables(pfsa)
+    probs, visits = class_tables(pfsa)
     stats = _decomposed_kl_update(log_probs, states, mask, probs, weights)
     return _decomposed_kl_compute(*stats, probs, visits)

@@ -1,10 +1,11 @@
 """Readable names for decomposed-KL results: flat logger dicts and the intervened event's value.
 
-Names use the automaton's state and symbol names, ``EOS`` for the end-of-string column:
-``kl/total``, ``kl/state/<state>``, ``kl/symbol/<sym|EOS>``, ``kl/transition/<source>:<sym|EOS>``
-(weighted) and ``kl_unweighted/...`` for the unweighted parts (no ``total``). Transitions are
-listed only where they exist in the automaton: symbol transitions with a target (including
-zero-weight ones) and EOS at states with a positive final weight.
+Names use the automaton's class names (a PFSA's states; a pushdown automaton's ``STATE/TOP``) and
+symbol names, ``EOS`` for the end-of-string column: ``kl/total``, ``kl/state/<class>``,
+``kl/symbol/<sym|EOS>``, ``kl/transition/<class>:<sym|EOS>`` (weighted) and
+``kl_unweighted/...`` for the unweighted parts (no ``total``). Transitions are listed only where
+they exist in the automaton (:meth:`~cfl_lightning.automata.Automaton.class_transitions`): symbol
+transitions with a target (including zero-weight ones) and EOS where ending has positive weight.
 """
 
 from __future__ import annotations
@@ -14,31 +15,31 @@ from collections.abc import Mapping
 
 from torch import Tensor
 
-from cfl_lightning.automata import PFSA, Event
+from cfl_lightning.automata import Automaton, Event, class_tables
+from cfl_lightning.errors import EventError
 
 __all__ = ["EOS_NAME", "kl_log_dict", "kl_nested_dict", "kl_target_names", "target_values"]
 
 EOS_NAME = "EOS"
 
 
-def _symbol_name(pfsa: PFSA, s: int) -> str:
+def _symbol_name(pfsa: Automaton, s: int) -> str:
     return EOS_NAME if s == pfsa.eos else pfsa.alphabet[s]
 
 
-def _transitions(pfsa: PFSA) -> list[tuple[int, int, str]]:
-    """``(q, s, "SOURCE:SYM")`` for every transition of the automaton, EOS included."""
-    table, final = pfsa.next_state.cpu().tolist(), pfsa.final.cpu().tolist()
-    out = []
-    for q, name in enumerate(pfsa.states):
-        for s in range(pfsa.num_symbols + 1):
-            exists = table[q][s] >= 0 if s < pfsa.num_symbols else final[q] > 0
-            if exists:
-                out.append((q, s, f"{name}:{_symbol_name(pfsa, s)}"))
-    return out
+def _transitions(pfsa: Automaton) -> list[tuple[int, int, str]]:
+    """``(c, s, "CLASS:SYM")`` for every transition of the automaton, EOS included."""
+    exists = pfsa.class_transitions().cpu().tolist()
+    return [
+        (c, s, f"{name}:{_symbol_name(pfsa, s)}")
+        for c, name in enumerate(pfsa.class_names)
+        for s in range(pfsa.num_symbols + 1)
+        if exists[c][s]
+    ]
 
 
 def kl_nested_dict(
-    result: Mapping[str, Tensor], pfsa: PFSA, *, unweighted: bool = False
+    result: Mapping[str, Tensor], pfsa: Automaton, *, unweighted: bool = False
 ) -> dict[str, dict[str, float | None]]:
     """``{"state": {name: v}, "symbol": {name|EOS: v}, "transition": {"SRC:SYM": v}}``.
 
@@ -60,14 +61,14 @@ def kl_nested_dict(
         return None if math.isnan(v) else float(v)
 
     return {
-        "state": {name: clean(state[q]) for q, name in enumerate(pfsa.states)},
+        "state": {name: clean(state[q]) for q, name in enumerate(pfsa.class_names)},
         "symbol": {_symbol_name(pfsa, s): clean(v) for s, v in enumerate(symbol)},
         "transition": {key: clean(trans[q][s]) for q, s, key in _transitions(pfsa)},
     }
 
 
 def kl_log_dict(
-    result: Mapping[str, Tensor], pfsa: PFSA, prefix: str = "kl", *, skip_nan: bool = True
+    result: Mapping[str, Tensor], pfsa: Automaton, prefix: str = "kl", *, skip_nan: bool = True
 ) -> dict[str, float]:
     """Flat ``{name: float}`` dict for ``LightningModule.log_dict`` / W&B.
 
@@ -92,41 +93,52 @@ def kl_log_dict(
     return out
 
 
-def kl_target_names(event: str | Event, pfsa: PFSA, prefix: str = "kl") -> tuple[str, str]:
+def kl_target_names(event: str | Event, pfsa: Automaton, prefix: str = "kl") -> tuple[str, str]:
     """The :func:`kl_log_dict` keys of an event's weighted and unweighted contributions.
 
     Example:
         >>> from cfl_lightning import parity_starfree_pfsa
         >>> kl_target_names("transition:odd:a", parity_starfree_pfsa())
         ('kl/transition/odd:a', 'kl_unweighted/transition/odd:a')
+
+    Raises:
+        EventError: an unknown name, or an event spread over several entries (e.g. a pushdown
+            automaton's ``state:NAME`` over its classes ``NAME/TOP``): it has no single key.
     """
-    kind, (q, s) = _locate(event, pfsa)
+    kind, places = _locate(event, pfsa)
+    if len(places) != 1:
+        raise EventError(f"event {event} spans {len(places)} {kind} entries: it has no single key")
+    q, s = places[0]
     name = {
-        "state": lambda: pfsa.states[q],
+        "state": lambda: pfsa.class_names[q],
         "symbol": lambda: _symbol_name(pfsa, s),
-        "transition": lambda: f"{pfsa.states[q]}:{_symbol_name(pfsa, s)}",
+        "transition": lambda: f"{pfsa.class_names[q]}:{_symbol_name(pfsa, s)}",
     }[kind]()
     return f"{prefix}/{kind}/{name}", f"{prefix}_unweighted/{kind}/{name}"
 
 
-def _locate(event: str | Event, pfsa: PFSA) -> tuple[str, tuple[int, int]]:
+def _locate(event: str | Event, pfsa: Automaton) -> tuple[str, list[tuple[int, int]]]:
+    """The event's part of the decomposition and its ``(class, symbol)`` places (-1: none)."""
     event = Event.parse(event) if isinstance(event, str) else event
-    kind, index = event.transition_index(pfsa)  # raises EventError on unknown names
+    kind, indices = pfsa.event_location(event)  # raises EventError on unknown names
     if kind == "state":
-        return kind, (index, -1)
+        return kind, [(c, -1) for c in indices]
     if kind == "symbol":
-        return kind, (-1, index)
-    q, s = divmod(index, pfsa.num_symbols + 1)
-    return kind, (q, s)
+        return kind, [(-1, s) for s in indices]
+    return kind, [divmod(i, pfsa.num_symbols + 1) for i in indices]
 
 
 def target_values(
-    result: Mapping[str, Tensor], event_spec: str | Event, pfsa: PFSA
+    result: Mapping[str, Tensor], event_spec: str | Event, pfsa: Automaton
 ) -> tuple[float, float]:
     """The intervened event's contribution: ``(weighted, unweighted)``.
 
-    A state event reads ``state[q]``, a symbol event ``symbol[s]``, a transition event
-    ``transition[q, s]``.
+    A state event reads ``state[c]``, a symbol event ``symbol[s]``, a transition event
+    ``transition[c, s]``. An event spread over several entries (a pushdown automaton's
+    ``state:NAME`` over its classes, a ``push:X`` over its transitions) sums the weighted
+    entries; its unweighted value is the mean of the entries' unweighted values weighted by
+    their exact weights (``p_pi(c)``, or ``p_pi(c) p(s | c)``), over the entries the strings
+    visited (NaN where none).
 
     Args:
         result: the dict of :meth:`DecomposedKL.compute` / :func:`decomposed_kl`.
@@ -140,6 +152,16 @@ def target_values(
     Raises:
         EventError: the event is malformed or names an unknown state or symbol.
     """
-    kind, (q, s) = _locate(event_spec, pfsa)
-    index = {"state": (q,), "symbol": (s,), "transition": (q, s)}[kind]
-    return float(result[kind][index]), float(result[f"{kind}_unweighted"][index])
+    kind, places = _locate(event_spec, pfsa)
+    index = [(q,) if kind == "state" else (s,) if kind == "symbol" else (q, s) for q, s in places]
+    if len(index) == 1:
+        return float(result[kind][index[0]]), float(result[f"{kind}_unweighted"][index[0]])
+    weighted = sum(float(result[kind][i]) for i in index)
+    probs, visits = class_tables(pfsa)
+    weights = visits if kind == "state" else visits[:, None] * probs
+    mass = total = 0.0
+    for i in index:
+        value, weight = float(result[f"{kind}_unweighted"][i]), float(weights[i])
+        if not math.isnan(value) and weight > 0:
+            mass, total = mass + weight, total + weight * value
+    return weighted, total / mass if mass > 0 else math.nan

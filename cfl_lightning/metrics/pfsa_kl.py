@@ -18,7 +18,8 @@ from torch import Tensor
 
 from cfl_lightning.automata import PFSA
 from cfl_lightning.errors import PFSAError
-from cfl_lightning.metrics.functional import _decomposed_kl_compute, _pfsa_tables
+from cfl_lightning.automata.protocol import class_tables
+from cfl_lightning.metrics.functional import _decomposed_kl_compute
 
 __all__ = ["pfsa_kl", "pfsa_kl_decomposed"]
 
@@ -30,9 +31,11 @@ def _log_ratio(p: PFSA, q: PFSA) -> tuple[Tensor, Tensor, Tensor]:
             f"pfsa_kl needs automata of the same size, got {p.num_states}x{p.num_symbols} and "
             f"{q.num_states}x{q.num_symbols}"
         )
-    if p.initial != q.initial or not torch.equal(p.next_state.cpu(), q.next_state.cpu()):
-        raise PFSAError("pfsa_kl needs automata with the same topology (next_state and initial)")
-    probs, visits = _pfsa_tables(p)
+    if not p.same_topology(q):
+        raise PFSAError(
+            "pfsa_kl needs automata with the same topology (transition table and initial state)"
+        )
+    probs, visits = class_tables(p)
     other = q.next_symbol_probs().to(device=probs.device, dtype=torch.float64)
     support = probs > 0
     # 0 log 0/q = 0; p log p/0 = +inf.
@@ -45,7 +48,7 @@ def pfsa_kl_decomposed(p: PFSA, q: PFSA) -> dict[str, Tensor]:
 
     Args:
         p: the reference automaton (the expectation is under ``p``).
-        q: the model automaton (same ``next_state`` table and initial state).
+        q: the model automaton (same transition table and initial state: ``PFSA.same_topology``).
 
     Returns:
         the same dict as :meth:`DecomposedKL.compute`, float64: ``total`` (scalar, nats per
@@ -72,7 +75,7 @@ def pfsa_kl(p: PFSA, q: PFSA) -> Tensor:
 
     Args:
         p: the reference automaton.
-        q: the model automaton (same ``next_state`` table and initial state).
+        q: the model automaton (same transition table and initial state: ``PFSA.same_topology``).
 
     Returns:
         scalar float64 tensor, ``sum_s p_pi(s) KL(p(.|s) || q(.|s))``; ``+inf`` when ``q`` gives

@@ -1,5 +1,12 @@
 """Pure sampling core: unconstrained, exact-intervention and rejection samplers."""
 
+from cfl_lightning.sampling import pfsa_backend  # noqa: F401  (registers the "pfsa" sampler)
+from cfl_lightning.sampling.backend import (
+    EventCounts,
+    SamplerBackend,
+    backend_for,
+    register_backend,
+)
 from cfl_lightning.sampling.budget import (
     MemoryEstimate,
     check_corpora_memory,
@@ -13,6 +20,10 @@ from cfl_lightning.sampling.sampler import INTERVENTIONS, METHODS, draw, sample_
 from cfl_lightning.sampling.visits import reach_probability, sample_visiting, stake_states
 
 __all__ = [
+    "SamplerBackend",
+    "EventCounts",
+    "backend_for",
+    "register_backend",
     "Corpus",
     "Intervention",
     "sample_corpus",

@@ -49,6 +49,14 @@ class EventCounts(Protocol):
         """
         ...
 
+    def max_per_string(self) -> int | None:
+        """The most occurrences one string can hold (structurally), or ``None`` if unbounded."""
+        ...
+
+    def none_probability(self) -> float:
+        """``P(count = 0)`` of one string (0 when every string contains the event)."""
+        ...
+
     def generate(
         self,
         budgets: Tensor,

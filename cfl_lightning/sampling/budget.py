@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from cfl_lightning.automata.events import Event
-from cfl_lightning.automata.pfsa import PFSA
+from cfl_lightning.automata.protocol import Automaton, expected_event_count
 from cfl_lightning.errors import SizeError
 from cfl_lightning.kinds.interventions import intervention_kind
 
@@ -125,7 +125,7 @@ def format_bytes(n: float) -> str:
 
 
 def estimate_sampling(
-    pfsa: PFSA,
+    pfsa: Automaton,
     num_strings: int,
     *,
     intervention: str = "none",
@@ -151,18 +151,21 @@ def estimate_sampling(
         A :class:`MemoryEstimate`; nothing is allocated.
     """
     k = int(num_strings)
+    classes = len(pfsa.class_names)  # a PFSA's states; the bins hold one column per class
     check_bytes(
-        automaton_bytes(pfsa.num_states, pfsa.num_symbols),
-        what=f"solving an automaton with {pfsa.num_states:,} states",
+        automaton_bytes(classes, pfsa.num_symbols),
+        what=f"solving an automaton with {classes:,} "
+        + ("states" if pfsa.class_label == "state" else "position classes"),
     )
     length = pfsa.expected_length()
     tokens, bins = k * length, 0
     hook = intervention_kind(intervention).memory
     if hook is not None and event is not None:  # the kind's own estimate (registry entry)
         def per_string() -> float:  # parsed and solved only when the hook needs it
-            return (Event.parse(event) if isinstance(event, str) else event).expected_count(pfsa)
+            ev = Event.parse(event) if isinstance(event, str) else event
+            return expected_event_count(pfsa, ev)
 
-        tokens, bins = hook(k, count, pfsa.num_states, per_string, length)
+        tokens, bins = hook(k, count, classes, per_string, length)
     per_token = SAMPLE_PER_TOKEN + (WRITE_PER_TOKEN if write else 0) + extra_bytes_per_token
     per_string = SAMPLE_PER_STRING + (WRITE_PER_STRING if write else 0) + extra_bytes_per_token
     steps = tokens / k * (1 + math.log(k) / 4)  # ~ the longest string: few, long strings cost
@@ -281,7 +284,7 @@ def check_memory(
 
 
 def check_sampling_memory(
-    pfsa: PFSA,
+    pfsa: Automaton,
     num_strings: int,
     *,
     intervention: str = "none",
@@ -310,7 +313,7 @@ def check_sampling_memory(
 
 
 def check_corpora_memory(
-    pfsa: PFSA,
+    pfsa: Automaton,
     corpora: Sequence[tuple[int, Intervention]],
     *,
     device: str | torch.device = "cpu",

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from cfl_lightning.automata.pfsa import PFSA
+from cfl_lightning.automata.protocol import Automaton
 from cfl_lightning.errors import InterventionError
 from cfl_lightning.sampling.budget import MemoryEstimate, check_corpora_memory
 from cfl_lightning.sampling.intervention import Intervention, as_int
@@ -120,9 +120,9 @@ def check_request(
         EventError: a malformed event, or one naming an unknown state or symbol.
         SizeError: the request would not fit in memory (the message gives the estimate).
     """
-    if not isinstance(pfsa, PFSA):
+    if not isinstance(pfsa, Automaton):
         raise InterventionError(
-            f"expected a PFSA (e.g. PFSA.from_json(path)), got {type(pfsa).__name__}"
+            f"expected an automaton (e.g. load_automaton(path)), got {type(pfsa).__name__}"
         )
     k = as_int(num_strings, "num_strings")
     if k < 1:

@@ -14,6 +14,11 @@ device (:mod:`~cfl_lightning.sampling.counts`), then each string by the conditio
 backward bins up to its budget (:func:`~cfl_lightning.semiring.backward_fast`,
 :mod:`~cfl_lightning.sampling.paths`). ``method="rejection"`` draws whole corpora until one
 satisfies the constraint (a baseline; bounded tries).
+
+Every mode is written once, against the automaton's sampler backend
+(:func:`~cfl_lightning.sampling.backend.backend_for`): its per-string count law and its
+generation conditioned on a per-string count (``EventCounts``). The PFSA's backend is
+:mod:`~cfl_lightning.sampling.pfsa_backend`.
 """
 
 from __future__ import annotations
@@ -21,16 +26,14 @@ from __future__ import annotations
 import torch
 
 from cfl_lightning.automata.events import Event
-from cfl_lightning.automata.pfsa import PFSA
+from cfl_lightning.automata.protocol import Automaton
 from cfl_lightning.errors import InterventionError, RejectionExhaustedError
 from cfl_lightning.progress import Progress
+from cfl_lightning.sampling.backend import EventCounts, SamplerBackend, backend_for
 from cfl_lightning.sampling.corpus import Corpus
 from cfl_lightning.sampling.counts import split_at_least, split_exact
 from cfl_lightning.sampling.intervention import INTERVENTIONS, Intervention
-from cfl_lightning.sampling.law import CountSource, law_for_total, law_upto
-from cfl_lightning.sampling.paths import sample_paths
 from cfl_lightning.sampling.request import METHODS, SamplingRequest, check_request, resolve_device
-from cfl_lightning.semiring.backward import ScaledBins, backward_fast
 
 __all__ = ["sample_corpus", "draw", "resolve_device", "INTERVENTIONS", "METHODS"]
 
@@ -38,7 +41,7 @@ _REJECTION_TOKENS = 2_000_000  # strings drawn per rejection batch ~ this many t
 
 
 def sample_corpus(
-    pfsa: PFSA,
+    pfsa: Automaton,
     num_strings: int,
     *,
     seed: int,
@@ -50,13 +53,13 @@ def sample_corpus(
     max_tries: int | None = None,
     progress: bool = False,
 ) -> Corpus:
-    """Sample ``num_strings`` strings from ``pfsa``, optionally under an intervention.
+    """Sample ``num_strings`` strings from an automaton, optionally under an intervention.
 
     The keyword form for users: the arguments are checked once (:func:`check_request`, which
     builds the :class:`~cfl_lightning.sampling.Intervention`) and :func:`draw` samples.
 
     Args:
-        pfsa: the automaton.
+        pfsa: the automaton (any kind with a sampler backend: a PFSA, a pushdown automaton).
         num_strings: ``K``.
         seed: seed of every random draw (same seed and device, same corpus).
         intervention: ``none``, ``exact``, ``at_least`` or ``at_least_once``.
@@ -83,11 +86,11 @@ def sample_corpus(
     return draw(pfsa, request, progress=progress)
 
 
-def draw(pfsa: PFSA, request: SamplingRequest, *, progress: bool = False) -> Corpus:
+def draw(pfsa: Automaton, request: SamplingRequest, *, progress: bool = False) -> Corpus:
     """Sample the corpus of a checked request (the internal entry: nothing is parsed again).
 
     Args:
-        pfsa: the automaton (moved to ``request.device``).
+        pfsa: the automaton (moved to ``request.device``), of any kind with a sampler backend.
         request: a :class:`~cfl_lightning.sampling.request.SamplingRequest` whose intervention
             was validated against ``pfsa`` and ``request.num_strings``.
         progress: draw a progress bar on stderr (only when it is a terminal).
@@ -100,31 +103,29 @@ def draw(pfsa: PFSA, request: SamplingRequest, *, progress: bool = False) -> Cor
         InterventionError: an at-least-once target that no corpus meets.
     """
     spec, k, dev = request.intervention, request.num_strings, request.device
-    automaton = pfsa.to(dev)
-    event_fn = None if spec.event is None else spec.event.function(automaton)
+    backend = backend_for(pfsa.to(dev))
     bar = Progress(k, "sampling", enabled=None if progress else False)
     paths_gen = torch.Generator(device=dev).manual_seed(request.seed)
     if not spec.constrained:
-        corpus = sample_paths(automaton, k, paths_gen, event_fn=event_fn, progress=bar)
+        corpus = backend.unconstrained(k, paths_gen, event=spec.event, progress=bar)
     elif request.method == "rejection":
-        corpus = _rejection(automaton, k, spec, event_fn, paths_gen, request.max_tries)
+        length = pfsa.expected_length()
+        corpus = _rejection(backend, length, k, spec, paths_gen, request.max_tries)
     else:
+        assert spec.event is not None and spec.count is not None
+        counts = backend.event_counts(spec.event)
         counts_gen = torch.Generator(device=dev).manual_seed((request.seed + 0x9E3779B9) % 2**64)
         if spec.kind == "at_least_once":
-            corpus = _at_least_once(automaton, event_fn, k, spec.count, counts_gen, paths_gen, bar)
+            corpus = _at_least_once(counts, k, spec.count, counts_gen, paths_gen, bar)
         else:
-            budgets, bins = _plan(automaton, event_fn, k, spec.kind, spec.count, counts_gen)
-            corpus = sample_paths(
-                automaton, k, paths_gen, event_fn=event_fn, budgets=budgets, bins=bins,
-                progress=bar,
-            )
+            budgets = _plan(counts, k, spec.kind, spec.count, counts_gen)
+            corpus = counts.generate(budgets, paths_gen, progress=bar)
     bar.close()
     return corpus.to("cpu")
 
 
 def _at_least_once(
-    pfsa: PFSA,
-    event_fn: torch.Tensor,
+    counts: EventCounts,
     k: int,
     m: int,
     counts_gen: torch.Generator,
@@ -135,54 +136,43 @@ def _at_least_once(
 
     By exchangeability, which strings contain the event is a uniform ``m``-subset (the paper's
     Theorem "Sampling Path Event Counts (3)"); each string is then drawn from the automaton
-    conditioned on its own constraint (exact-zero bins, or tails with the counter clamped).
+    conditioned on its own constraint (exactly zero, or at least one).
     """
-    exact_bins = backward_fast(pfsa, event_fn, 1)
-    tail_bins = backward_fast(pfsa, event_fn, 2, tail=True)
-    if m < k and float(exact_bins.dense()[0, pfsa.initial]) <= 0:
+    if m < k and counts.none_probability() <= 0:
         raise InterventionError(
             f"at_least_once count {m} is impossible: every string contains the event"
         )
-    order = torch.randperm(k, generator=counts_gen, device=counts_gen.device).to(pfsa.device)
+    order = torch.randperm(k, generator=counts_gen, device=counts_gen.device)
     hit, miss = order[:m].sort().values, order[m:].sort().values
     parts = []
-    for positions, bins, budget, at_least in ((hit, tail_bins, 1, True), (miss, exact_bins, 0, False)):
+    for positions, budget, at_least in ((hit, 1, True), (miss, 0, False)):
         if positions.numel():
-            budgets = torch.full((positions.numel(),), budget, dtype=torch.long, device=pfsa.device)
-            part = sample_paths(
-                pfsa, positions.numel(), paths_gen, event_fn=event_fn, budgets=budgets,
-                bins=bins, at_least=at_least, progress=bar,
+            budgets = torch.full(
+                (positions.numel(),), budget, dtype=torch.long, device=positions.device
             )
+            part = counts.generate(budgets, paths_gen, at_least=at_least, progress=bar)
             parts.append((positions, part))
     return Corpus.interleave(parts, k)
 
 
 def _plan(
-    pfsa: PFSA,
-    event_fn: torch.Tensor,
-    k: int,
-    intervention: str,
-    n: int,
-    gen: torch.Generator,
-) -> tuple[torch.Tensor, ScaledBins]:
-    """Per-string exact budgets (``exact`` or ``at_least``) and the backward bins they index.
+    counts: EventCounts, k: int, intervention: str, n: int, gen: torch.Generator
+) -> torch.Tensor:
+    """Per-string exact budgets (``exact`` or ``at_least``), split on ``gen``'s device.
 
-    The count law comes only as far as the target needs (:mod:`~cfl_lightning.sampling.law`),
-    the split runs on ``gen``'s device, and the walk's bins stop at the largest budget.
+    The count law comes only as far as the target needs (``law_for_total``; ``law`` for the
+    at-least split, which asks for growing prefixes).
     """
-    source = CountSource(pfsa, event_fn)
     if intervention == "exact":
-        budgets = split_exact(law_for_total(pfsa, event_fn, k, n, source), k, n, gen)
-    else:
-        budgets = split_at_least(law_upto(pfsa, event_fn, source), k, n, gen)
-    return budgets.to(pfsa.device), source.bins(int(budgets.max()) + 1)
+        return split_exact(counts.law_for_total(k, n), k, n, gen)
+    return split_at_least(counts.law, k, n, gen)
 
 
 def _rejection(
-    pfsa: PFSA,
+    backend: SamplerBackend,
+    expected_length: float,
     k: int,
     spec: Intervention,
-    event_fn: torch.Tensor,
     gen: torch.Generator,
     max_tries: int | None,
 ) -> Corpus:
@@ -190,12 +180,12 @@ def _rejection(
     tries = 10_000 if max_tries is None else int(max_tries)
     if tries < 1:
         raise InterventionError("max_tries must be positive")
-    per_string = max(pfsa.expected_length(), 1.0)
+    per_string = max(expected_length, 1.0)
     batch = max(1, min(tries, int(_REJECTION_TOKENS / (k * per_string))))
     drawn = 0
     while drawn < tries:
         b = min(batch, tries - drawn)
-        corpus = sample_paths(pfsa, b * k, gen, event_fn=event_fn)
+        corpus = backend.unconstrained(b * k, gen, event=spec.event)
         assert corpus.counts is not None
         per_corpus = corpus.counts.view(b, k)
         ok = spec.satisfied_batched(per_corpus)

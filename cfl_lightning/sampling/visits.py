@@ -25,8 +25,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from cfl_lightning.automata import PFSA, Event
-from cfl_lightning.errors import InterventionError
+from cfl_lightning.automata import PFSA, Automaton, Event
+from cfl_lightning.errors import CflError, InterventionError
+from cfl_lightning.sampling.backend import backend_for
 from cfl_lightning.sampling.corpus import Corpus
 from cfl_lightning.sampling.paths import sample_paths
 from cfl_lightning.semiring.backward import backward_fast
@@ -46,29 +47,31 @@ __all__ = [
 EOS_NAME = "EOS"
 
 
-def stake_states(pfsa: PFSA, event: str | Event) -> Tensor:
-    """The states at which ``event`` is at stake.
+def stake_states(pfsa: Automaton, event: str | Event) -> Tensor:
+    """The classes (a PFSA's states) at which ``event`` is at stake.
 
     Args:
-        pfsa: the automaton.
+        pfsa: the automaton (any kind: by
+            :meth:`~cfl_lightning.automata.Automaton.event_location`).
         event: ``state:NAME``, ``symbol:SYM`` or ``transition:SOURCE:SYM``.
 
     Returns:
-        ``[Q]`` bool on the CPU: the target state, or (symbol) every state where the symbol
+        ``[C]`` bool on the CPU: the target class, or (symbol) every class where the symbol
         has positive probability.
 
     Raises:
         EventError: malformed event or unknown name.
     """
     event = Event.parse(event) if isinstance(event, str) else event
-    kind, index = event.transition_index(pfsa)
-    out = torch.zeros(pfsa.num_states, dtype=torch.bool)
-    if kind == "state":
-        out[index] = True
-    elif kind == "symbol":
-        out = pfsa.next_symbol_probs()[:, index].cpu() > 0
-    else:
-        out[index // (pfsa.num_symbols + 1)] = True
+    kind, indices = pfsa.event_location(event)
+    out = torch.zeros(len(pfsa.class_names), dtype=torch.bool)
+    for index in indices:
+        if kind == "state":
+            out[index] = True
+        elif kind == "symbol":
+            out |= pfsa.class_probs()[:, index].cpu() > 0
+        else:
+            out[index // (pfsa.num_symbols + 1)] = True
     return out
 
 
@@ -87,37 +90,36 @@ def position_counts(states: Tensor, mask: Tensor, num_states: int) -> Tensor:
     return torch.bincount(real, minlength=num_states)[:num_states]
 
 
-def target_visits(pfsa: PFSA, event: str | Event, counts: Tensor) -> int:
+def target_visits(pfsa: Automaton, event: str | Event, counts: Tensor) -> int:
     """Test positions at which ``event`` is at stake, from per-state position ``counts`` ``[Q]``."""
     stake = stake_states(pfsa, event).to(counts.device)
     return int(counts[stake].sum())
 
 
-def visits_by_event(pfsa: PFSA, counts: Tensor) -> dict[str, dict[str, int]]:
+def visits_by_event(pfsa: Automaton, counts: Tensor) -> dict[str, dict[str, int]]:
     """Every event's test visits, named as in ``results.json``'s ``kl``.
 
     Args:
-        pfsa: the automaton.
-        counts: ``[Q]`` positions per state (:func:`position_counts`).
+        pfsa: the automaton (any kind).
+        counts: ``[C]`` positions per class (:func:`position_counts`).
 
     Returns:
-        ``{"state": {name: n}, "symbol": {name|EOS: n}, "transition": {"SRC:SYM": n}}``;
-        transitions where they exist (EOS at states with a positive final weight).
+        ``{"state": {class: n}, "symbol": {name|EOS: n}, "transition": {"CLASS:SYM": n}}``;
+        transitions where they exist (:meth:`~cfl_lightning.automata.Automaton.class_transitions`).
     """
     counts = counts.cpu().long()
-    probs = pfsa.next_symbol_probs().cpu()
-    table, final = pfsa.next_state.cpu().tolist(), pfsa.final.cpu().tolist()
+    probs = pfsa.class_probs().cpu()
+    exists = pfsa.class_transitions().cpu().tolist()
     names = [*pfsa.alphabet, EOS_NAME]
     per_state = counts.tolist()
     symbol = ((probs > 0).long() * counts[:, None]).sum(0).tolist()
     transition = {}
-    for q, state in enumerate(pfsa.states):
+    for q, state in enumerate(pfsa.class_names):
         for s, name in enumerate(names):
-            exists = table[q][s] >= 0 if s < pfsa.num_symbols else final[q] > 0
-            if exists:
+            if exists[q][s]:
                 transition[f"{state}:{name}"] = per_state[q]
     return {
-        "state": dict(zip(pfsa.states, per_state)),
+        "state": dict(zip(pfsa.class_names, per_state)),
         "symbol": dict(zip(names, symbol)),
         "transition": transition,
     }
@@ -136,7 +138,16 @@ def entering_function(pfsa: PFSA, stake: Tensor) -> Tensor:
 
 
 def reach_probability(pfsa: PFSA, stake: Tensor) -> float:
-    """``P(reach)``: the probability that a string has a position in an at-stake state (exact)."""
+    """``P(reach)``: the probability that a string has a position in an at-stake state (exact).
+
+    Raises:
+        CflError: the automaton is not a PFSA (targeted test strings are drawn for PFSAs only).
+    """
+    if pfsa.kind != "pfsa":
+        raise CflError(
+            f"test strings that reach a target (test_target_strings) are drawn for PFSAs only, "
+            f"not for an automaton of kind {pfsa.kind!r}; use test_target_strings=0"
+        )
     if bool(stake[pfsa.initial]):
         return 1.0
     if not bool(stake.any()):
@@ -144,21 +155,23 @@ def reach_probability(pfsa: PFSA, stake: Tensor) -> float:
     return containing_probability(pfsa, entering_function(pfsa, stake))
 
 
-def containing_probability(pfsa: PFSA, event: str | Event | Tensor) -> float:
+def containing_probability(pfsa: Automaton, event: str | Event | Tensor) -> float:
     """The probability that a string contains the event at least once (exact).
 
     Args:
-        pfsa: the automaton.
-        event: an event (text or :class:`~cfl_lightning.automata.Event`) or its ``[Q, |S|]``
-            0/1 event function.
+        pfsa: the automaton (any kind with a sampler backend for an event; a PFSA for a table).
+        event: an event (text or :class:`~cfl_lightning.automata.Event`) or a PFSA's
+            ``[Q, |S|]`` 0/1 event function.
 
     Returns:
-        ``1 - P(no occurrence)``, from the count-0 bin of the backward pass, clipped to [0, 1].
+        ``1 - P(no occurrence)``, from the count-0 bin of the count law, clipped to [0, 1].
     """
     if isinstance(event, str):
         event = Event.parse(event)
-    function = event.function(pfsa) if isinstance(event, Event) else event
-    never = backward_fast(pfsa, function.to(pfsa.device), 1).dense()[0, pfsa.initial]
+    if isinstance(event, Event):
+        never = backend_for(pfsa).event_counts(event).none_probability()
+    else:
+        never = backward_fast(pfsa, event.to(pfsa.device), 1).dense()[0, pfsa.initial]
     return float(min(max(1.0 - float(never), 0.0), 1.0))
 
 
