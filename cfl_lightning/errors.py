@@ -9,6 +9,7 @@ status 2, without a traceback.
 __all__ = [
     "CflError",
     "PFSAError",
+    "PDAError",
     "EventError",
     "InterventionError",
     "RejectionExhaustedError",
@@ -23,6 +24,10 @@ class CflError(ValueError):
 
 class PFSAError(CflError):
     """An automaton is malformed or invalid (names the state, symbol or file)."""
+
+
+class PDAError(PFSAError):
+    """A pushdown automaton is malformed or invalid (names the file, state, top or symbol)."""
 
 
 class EventError(CflError):
