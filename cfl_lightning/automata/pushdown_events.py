@@ -1,0 +1,83 @@
+"""Events on a pushdown automaton: their ``[C, S]`` tables over (class, symbol) steps.
+
+Kinds: ``symbol:SYM`` (every class), ``state:NAME`` (every class of that state),
+``transition:CLASS:SYM`` with ``CLASS = STATE/TOP`` or ``STATE/-`` (one step, which must
+exist), and ``push:X`` (every step that pushes stack symbol ``X``: one more level of nesting).
+:func:`parse_event` reads ``push:X`` as well as the kinds :meth:`Event.parse` knows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+from torch import Tensor
+
+from cfl_lightning.automata.events import Event
+from cfl_lightning.errors import EventError
+
+if TYPE_CHECKING:
+    from cfl_lightning.automata.pushdown import PushdownAutomaton
+
+__all__ = ["PushEvent", "parse_event", "event_table"]
+
+
+@dataclass(frozen=True)
+class PushEvent(Event):
+    """``push:X``: every step that pushes stack symbol ``X`` (held in ``symbol``)."""
+
+    kind: str = "push"
+
+    def __str__(self) -> str:
+        return f"push:{self.symbol}"
+
+
+def parse_event(spec: str) -> Event:
+    """Parse an event spec, ``push:X`` included."""
+    if isinstance(spec, str) and spec.startswith("push:"):
+        if spec[5:]:
+            return PushEvent(symbol=spec[5:])
+        raise EventError(f"bad event {spec!r}: expected push:STACKSYMBOL")
+    return Event.parse(spec)
+
+
+def _index(names: tuple[str, ...], name: str | None, what: str, event: Event) -> int:
+    if name not in names:
+        raise EventError(f"event {event}: unknown {what} {name!r}")
+    return names.index(name)
+
+
+def event_table(pda: PushdownAutomaton, event: Event) -> Tensor:
+    """Occurrences of ``event`` added by each (class, symbol) step of ``pda``.
+
+    Returns:
+        ``[C, S]`` int64 on ``pda.device``, 1 on the counted steps that exist, 0 elsewhere.
+
+    Raises:
+        EventError: an unknown name, a transition that does not exist, or an unknown kind.
+    """
+    q, g, s = pda.num_states, pda.num_stack, pda.num_symbols
+    exists = (pda.target >= 0).reshape(q * (g + 1), s)
+    table = torch.zeros(q, g + 1, s, dtype=torch.long, device=pda.device)
+    if event.kind == "symbol":
+        table[:, :, _index(pda.alphabet, event.symbol, "symbol", event)] = 1
+    elif event.kind == "state":
+        table[_index(pda.states, event.state, "state", event)] = 1
+    elif event.kind == "push":
+        stack = _index(pda.stack_alphabet, event.symbol, "stack symbol", event)
+        table = (pda.action == stack).long()
+    elif event.kind == "transition":
+        if event.state not in pda.class_names:
+            raise EventError(
+                f"event {event}: unknown class {event.state!r} (pushdown transitions are "
+                "named transition:STATE/TOP:SYMBOL, STATE/- on the empty stack)"
+            )
+        c = pda.class_names.index(event.state or "")
+        a = _index(pda.alphabet, event.symbol, "symbol", event)
+        if not bool(exists[c, a]):
+            raise EventError(f"event {event}: class {event.state!r} has no transition on {event.symbol!r}")
+        table.view(q * (g + 1), s)[c, a] = 1
+    else:
+        raise EventError(f"unknown event kind {event.kind!r} for a pushdown automaton")
+    return table.reshape(q * (g + 1), s) * exists.long()
