@@ -14,6 +14,14 @@ from cfl_lightning.automata.diagram import Arc, Diagram
 from cfl_lightning.automata.loading import automaton_kinds, load_automaton, register_automaton_kind
 from cfl_lightning.automata.pfsa import NORMALIZATION_TOLERANCE, PFSA, RESERVED_SYMBOLS, check_names
 from cfl_lightning.automata.protocol import Automaton, class_tables, expected_event_count
+from cfl_lightning.automata.pushdown import KEEP, POP, PushdownAutomaton
+from cfl_lightning.automata.pushdown_events import PushEvent, parse_event
+from cfl_lightning.automata.pushdown_generators import (
+    PUSHDOWN_GENERATORS,
+    anbn_pda,
+    dyck_pda,
+    random_pda,
+)
 
 __all__ = [
     "Automaton",
@@ -36,4 +44,13 @@ __all__ = [
     "random_topology",
     "random_weights",
     "resampled_parity_starfree_pfsa",
+    "PushdownAutomaton",
+    "KEEP",
+    "POP",
+    "PushEvent",
+    "parse_event",
+    "PUSHDOWN_GENERATORS",
+    "anbn_pda",
+    "dyck_pda",
+    "random_pda",
 ]

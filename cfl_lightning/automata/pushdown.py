@@ -34,7 +34,8 @@ from torch import Tensor
 
 from cfl_lightning.automata import pushdown_annotate, pushdown_events, pushdown_fixpoint
 from cfl_lightning.automata.pushdown_fixpoint import KEEP, POP
-from cfl_lightning.automata.pushdown_json import pda_from_dict, pda_to_dict, pda_to_dot
+from cfl_lightning.automata.loading import register_automaton_kind
+from cfl_lightning.automata.pushdown_json import pda_arcs, pda_from_dict, pda_to_dict, pda_to_dot
 from cfl_lightning.automata.pushdown_validate import check_tables, check_termination
 from cfl_lightning.errors import PDAError
 from cfl_lightning.io import atomic_write_text, read_json
@@ -195,6 +196,23 @@ class PushdownAutomaton:
         """``[C, S]`` int64 occurrences per (class, symbol) step (``push:X`` included)."""
         return pushdown_events.event_table(self, event)
 
+    def expected_occurrences(self) -> dict[str, float]:
+        """Expected occurrences per string of every built-in event, keyed by its text:
+        ``state:``, ``symbol:``, every existing ``transition:CLASS:SYM``, then ``push:``."""
+        flow = self.expected_class_visits()[:, None] * self.class_probs()[:, : self.num_symbols]
+        per_state = flow.reshape(self.num_states, self.num_stack + 1, self.num_symbols)
+        out = {f"state:{n}": float(v) for n, v in zip(self.states, per_state.sum((1, 2)))}
+        out.update({f"symbol:{a}": float(v) for a, v in zip(self.alphabet, flow.sum(0))})
+        exists = self.class_transitions()[:, : self.num_symbols].tolist()
+        for c, name in enumerate(self.class_names):
+            for a, sym in enumerate(self.alphabet):
+                if exists[c][a]:
+                    out[f"transition:{name}:{sym}"] = float(flow[c, a])
+        act = self.action.reshape(self.num_classes, self.num_symbols)
+        for x, name in enumerate(self.stack_alphabet):
+            out[f"push:{name}"] = float(flow[act == x].sum())
+        return out
+
     # ------------------------------------------------------------------ validation and JSON
     def validate(self) -> None:
         """Raise :class:`PDAError` (one line) unless well formed, ending with probability 1 and
@@ -225,6 +243,15 @@ class PushdownAutomaton:
         """Graphviz source; edges labelled ``symbol, TOP/push Y`` (or ``pop``, ``keep``)."""
         return pda_to_dot(self)
 
+    def diagram(self) -> Any:
+        """What a drawing shows (``automata.diagram.Diagram``): arcs labelled
+        ``symbol, TOP/ACTION`` (``TOP`` ``-`` on the empty stack; ``push Y``, ``pop``, ``keep``)."""
+        from cfl_lightning.automata.diagram import Arc, Diagram  # the seam's module
+
+        arcs = tuple(Arc(*arc) for arc in pda_arcs(self))
+        final = tuple(float(f) for f in self.final.cpu().tolist())
+        return Diagram(self.states, final, self.states[self.initial], arcs)
+
     def __repr__(self) -> str:
         return (
             f"PushdownAutomaton(states={self.num_states}, symbols={self.num_symbols}, "
@@ -244,3 +271,6 @@ class PushdownAutomaton:
         )
 
     __hash__ = None  # type: ignore[assignment]
+
+
+register_automaton_kind("pushdown", PushdownAutomaton.from_dict)

@@ -20,7 +20,7 @@ from cfl_lightning.errors import PDAError
 if TYPE_CHECKING:
     from cfl_lightning.automata.pushdown import PushdownAutomaton
 
-__all__ = ["pda_to_dict", "pda_from_dict", "pda_to_dot"]
+__all__ = ["pda_to_dict", "pda_from_dict", "pda_to_dot", "pda_arcs"]
 
 _REQUIRED = ("source", "top", "symbol", "target", "weight")
 
@@ -161,26 +161,34 @@ def _action_text(pda: PushdownAutomaton, act: int) -> str:
     return "keep" if act == KEEP else f"push {pda.stack_alphabet[act]}"
 
 
+def pda_arcs(pda: PushdownAutomaton) -> list[tuple[str, str, str, float]]:
+    """Every transition as ``(source, target, "symbol, TOP/ACTION", weight)``."""
+    g = pda.num_stack
+    target, action = pda.target.cpu().tolist(), pda.action.cpu().tolist()
+    weights = pda.weights.cpu().tolist()
+    arcs = []
+    for q in range(pda.num_states):
+        for t in range(g + 1):
+            top = "-" if t == g else pda.stack_alphabet[t]
+            for a in range(pda.num_symbols):
+                if target[q][t][a] >= 0:
+                    label = f"{pda.alphabet[a]}, {top}/{_action_text(pda, action[q][t][a])}"
+                    arcs.append((pda.states[q], pda.states[target[q][t][a]], label, weights[q][t][a]))
+    return arcs
+
+
 def pda_to_dot(pda: PushdownAutomaton) -> str:
     """Graphviz source: one node per state (double circle where ending has weight), one edge per
     transition labelled ``symbol, TOP/ACTION (weight)`` with ``TOP`` ``-`` for the empty stack."""
-    g = pda.num_stack
-    target, action = pda.target.cpu().tolist(), pda.action.cpu().tolist()
-    weights, final = pda.weights.cpu().tolist(), pda.final.cpu().tolist()
+    final = pda.final.cpu().tolist()
     lines = ["digraph pushdown {", "  rankdir=LR;", '  __start [shape=point, label=""];']
     for q, name in enumerate(pda.states):
         shape = "doublecircle" if final[q] > 0 else "circle"
         label = f"{name}\nend {final[q]:.3g}" if final[q] > 0 else name
         lines.append(f"  {json.dumps(name)} [shape={shape}, label={json.dumps(label)}];")
     lines.append(f"  __start -> {json.dumps(pda.states[pda.initial])};")
-    for q in range(pda.num_states):
-        for t in range(g + 1):
-            top = "-" if t == g else pda.stack_alphabet[t]
-            for a in range(pda.num_symbols):
-                if target[q][t][a] < 0:
-                    continue
-                text = f"{pda.alphabet[a]}, {top}/{_action_text(pda, action[q][t][a])} ({weights[q][t][a]:.3g})"
-                src, dst = json.dumps(pda.states[q]), json.dumps(pda.states[target[q][t][a]])
-                lines.append(f"  {src} -> {dst} [label={json.dumps(text)}];")
+    for src, dst, text, weight in pda_arcs(pda):
+        label = json.dumps(f"{text} ({weight:.3g})")
+        lines.append(f"  {json.dumps(src)} -> {json.dumps(dst)} [label={label}];")
     lines.append("}")
     return "\n".join(lines) + "\n"
