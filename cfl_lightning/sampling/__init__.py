@@ -7,6 +7,7 @@ from cfl_lightning.sampling.backend import (
     backend_for,
     register_backend,
 )
+from cfl_lightning.sampling import pushdown_backend as _pushdown_backend  # registers "pushdown"
 from cfl_lightning.sampling.budget import (
     MemoryEstimate,
     check_corpora_memory,

@@ -1,0 +1,168 @@
+r"""The pushdown automaton's sampler backend (``kind = "pushdown"``).
+
+* Unconstrained: ancestral sampling with a per-string stack
+  (:func:`~cfl_lightning.sampling.pushdown_unconstrained.sample_unconstrained`).
+* Count law: the coefficients of ``T[initial](z)`` in the binning semiring over excursions
+  (:class:`~cfl_lightning.sampling.pushdown_law.ExcursionSeries`). :meth:`law_for_total` stops
+  below ``N`` when the law tilted to the mean ``N / K`` (``p_n e^{theta n}``) has a certified
+  negligible tail beyond its window ``L``: for any ``z = e^{theta + delta}`` inside the radius of
+  convergence,
+
+  .. math::
+      \sum_{n \ge L} p_n e^{\theta n} \le e^{-\delta L}\, T[initial](z),
+
+  with ``T(z)`` the least fixed point of the system at ``z`` (Newton; no convergence = beyond the
+  radius, not certified). Below ``e^{-92}`` of the window's mass the tail is dropped, as for the
+  PFSA (:mod:`~cfl_lightning.sampling.law`); otherwise the law is complete up to ``N``.
+* Generation given a per-string count: top-down
+  (:mod:`~cfl_lightning.sampling.pushdown_conditioned`), on the CPU (a generator on another
+  device seeds a CPU one: still one stream per seed).
+
+:func:`sample_pushdown_corpus` runs the four interventions with this backend (the split of
+:mod:`~cfl_lightning.sampling.counts`), like :func:`~cfl_lightning.sampling.draw` does.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from cfl_lightning.automata.events import Event
+from cfl_lightning.errors import InterventionError
+from cfl_lightning.progress import Progress
+from cfl_lightning.sampling.backend import register_backend
+from cfl_lightning.sampling.corpus import Corpus
+from cfl_lightning.sampling.counts import CountLaw, tilt
+from cfl_lightning.sampling.pushdown_bounds import max_occurrences
+from cfl_lightning.sampling.pushdown_conditioned import ConditionedWalk, generate_conditioned
+from cfl_lightning.sampling.pushdown_law import ExcursionSeries
+from cfl_lightning.sampling.pushdown_tables import walk_tables
+from cfl_lightning.sampling.pushdown_unconstrained import sample_unconstrained
+
+__all__ = ["PushdownBackend", "PushdownEventCounts", "NEGLIGIBLE"]
+
+NEGLIGIBLE = 92.0  # tilted tail mass below e^-92 (~1e-40) of the window is dropped
+_DELTAS = (2.0, 1.0, 0.5, 0.25, 0.1, 0.05, 0.02, 0.01)  # tries of z = e^(theta + delta)
+
+
+def _cpu_generator(generator: torch.Generator) -> torch.Generator:
+    if generator.device.type == "cpu":
+        return generator
+    seed = int(torch.randint(2**62, (1,), generator=generator, device=generator.device))
+    return torch.Generator().manual_seed(seed)
+
+
+class PushdownEventCounts:
+    """One event's count source on a pushdown automaton (series and tables built on first use).
+
+    Args:
+        pda: the automaton.
+        event: the counted event (its table raises ``EventError`` for unknown names).
+    """
+
+    def __init__(self, pda, event: Event) -> None:
+        self.pda = pda.to("cpu")
+        self.table = self.pda.event_table(event)
+        self.degrees = self.table.reshape(self.pda.target.shape)
+        self._series: ExcursionSeries | None = None
+        self._walks: dict[tuple[int, bool], ConditionedWalk] = {}
+
+    @property
+    def series(self) -> ExcursionSeries:
+        if self._series is None:
+            self._series = ExcursionSeries.of(self.pda, self.table)
+        return self._series
+
+    def law(self, upto: int) -> CountLaw:
+        """The complete count law on ``0 .. upto``."""
+        return CountLaw(self.series.log_law(upto))
+
+    def law_for_total(self, num_strings: int, total: int) -> CountLaw:
+        """The law up to a certified window ``L <= N`` (module docstring), else up to ``N``."""
+        k, n = num_strings, total
+        length = min(n + 1, max(64, 8 * (n // k + 1)))
+        while True:
+            log_pmf = self.series.log_law(length - 1)
+            if length >= n + 1 or k == 1:
+                if length < n + 1:
+                    length = n + 1
+                    continue
+                return CountLaw(log_pmf[: n + 1])
+            if bool(torch.isfinite(log_pmf).any()) and self._certified(log_pmf, k, n):
+                return CountLaw(log_pmf)
+            length = min(n + 1, 2 * length)
+
+    def _certified(self, log_pmf: Tensor, k: int, n: int) -> bool:
+        law = CountLaw(log_pmf)
+        top = (law.high - law.low) // law.period
+        target = (n - k * law.low) / (law.period * k)
+        if not 0 < target < top:
+            return target == 0
+        theta = tilt(law.lattice(law.high), target) / law.period
+        length = log_pmf.numel()
+        window = float(torch.logsumexp(log_pmf + theta * torch.arange(length).double(), 0))
+        for delta in _DELTAS:
+            if theta + delta > 700:
+                continue
+            bound = self.series.log_value(math.exp(theta + delta)) - delta * length
+            if bound < window - NEGLIGIBLE:
+                return True
+        return False
+
+    def max_per_string(self) -> int | None:
+        return max_occurrences(self.pda, self.degrees)
+
+    def none_probability(self) -> float:
+        return float(self.series.log_law(0)[0].exp())
+
+    def walk(self, budget: int, at_least: bool) -> ConditionedWalk:
+        """The conditioned walk with tables covering ``budget`` (cached)."""
+        key = (budget, at_least)
+        if key not in self._walks:
+            tables = walk_tables(self.series, budget, tails=at_least)
+            self._walks = {key: ConditionedWalk(self.pda, self.degrees, tables)}
+        return self._walks[key]
+
+    def generate(
+        self,
+        budgets: Tensor,
+        generator: torch.Generator,
+        *,
+        at_least: bool = False,
+        progress: Progress | None = None,
+    ) -> Corpus:
+        budgets = budgets.cpu().long()
+        top = int(budgets.max()) if budgets.numel() else 0
+        walk = self.walk(top, at_least)
+        return generate_conditioned(
+            walk, self.pda.initial, budgets, _cpu_generator(generator), at_least=at_least,
+            progress=progress,
+        )
+
+
+class PushdownBackend:
+    """Unconstrained sampling and count sources of one pushdown automaton."""
+
+    def __init__(self, pda) -> None:
+        self.pda = pda
+
+    def unconstrained(
+        self,
+        num_strings: int,
+        generator: torch.Generator,
+        *,
+        event: Event | None = None,
+        progress: Progress | None = None,
+    ) -> Corpus:
+        table = None if event is None else self.pda.event_table(event)
+        return sample_unconstrained(
+            self.pda, num_strings, generator, event_table=table, progress=progress
+        )
+
+    def event_counts(self, event: Event) -> PushdownEventCounts:
+        return PushdownEventCounts(self.pda, event)
+
+
+register_backend("pushdown", PushdownBackend)

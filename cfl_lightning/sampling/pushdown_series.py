@@ -1,0 +1,123 @@
+r"""Power series of tensors with one log scale per degree (no underflow, no overflow).
+
+The count law of a pushdown automaton is a vector of power series in ``z`` (one per variable
+of the excursion system, :mod:`cfl_lightning.automata.pushdown_fixpoint`). At ``N`` in the
+thousands their coefficients span far more than float64's range (``1e-300`` and below), so a
+:class:`ScaledSeries` keeps coefficient ``n`` as ``values[n] * exp(log_scale[n])`` with the
+largest entry of ``values[n]`` equal to 1 (all zero and ``log_scale[n] = -inf`` for a zero
+coefficient). Products of coefficients are formed relative to the largest product's scale
+(:func:`convolve`), sums of terms relative to the largest term's (:func:`combine`), so every
+factor ``exp(.)`` is at most 1: a term can only underflow where it is below ``1e-308`` of the
+largest one, which is the float64 rounding of the sum anyway. A structurally zero coefficient
+stays exactly zero (sums and products of nonnegative numbers, no cancellation), which keeps the
+count law's support and lattice exact.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+__all__ = ["ScaledSeries", "Term", "combine", "convolve"]
+
+Term = tuple[Tensor, float]  # (values, log scale): the tensor values * exp(log scale)
+
+
+class ScaledSeries:
+    """Coefficients ``x_0, x_1, ...`` of one tensor shape, each with its own log scale.
+
+    Args:
+        shape: the shape of one coefficient.
+        capacity: initial number of coefficients to allocate (doubled when full).
+    """
+
+    def __init__(self, shape: tuple[int, ...], capacity: int = 64) -> None:
+        self.shape = tuple(shape)
+        self.values = torch.zeros((max(capacity, 1), *self.shape), dtype=torch.float64)
+        self.log_scale = torch.full((max(capacity, 1),), -math.inf, dtype=torch.float64)
+        self.size = 0
+
+    @classmethod
+    def view(cls, values: Tensor, log_scale: Tensor, size: int) -> ScaledSeries:
+        """Another shape of the same coefficients (``values`` ``[capacity, *shape]``)."""
+        out = cls.__new__(cls)
+        out.shape = tuple(values.shape[1:])
+        out.values, out.log_scale, out.size = values, log_scale, size
+        return out
+
+    def __len__(self) -> int:
+        return self.size
+
+    def append(self, term: Term | None) -> None:
+        """Store the next coefficient, given relative to a log scale (``None``: zero).
+
+        Raises:
+            FloatingPointError: the coefficient holds NaN or an infinity.
+        """
+        if self.size == self.values.shape[0]:
+            grow = self.values.shape[0]
+            self.values = torch.cat([self.values, torch.zeros_like(self.values[:grow])])
+            self.log_scale = torch.cat([self.log_scale, torch.full((grow,), -math.inf).double()])
+        n = self.size
+        self.size += 1
+        if term is None or term[1] == -math.inf:
+            return
+        values = term[0].clamp(min=0.0)  # rounding of a solve; the series is nonnegative
+        peak = float(values.max()) if values.numel() else 0.0
+        if peak == 0.0:
+            return
+        if not (math.isfinite(peak) and math.isfinite(term[1])):
+            raise FloatingPointError("a power-series coefficient is not finite")
+        self.values[n] = values / peak
+        self.log_scale[n] = term[1] + math.log(peak)
+
+    def term(self, n: int) -> Term:
+        """Coefficient ``n`` as ``(values, log scale)``."""
+        return self.values[n], float(self.log_scale[n])
+
+    def log(self, upto: int | None = None) -> Tensor:
+        """``[n, *shape]`` log coefficients (``-inf`` for zero entries), ``n = upto or size``."""
+        n = self.size if upto is None else upto
+        scale = self.log_scale[:n].reshape(n, *([1] * len(self.shape)))
+        return self.values[:n].log() + scale
+
+
+def combine(terms: list[Term | None]) -> Term | None:
+    """The sum of scaled terms, relative to the largest scale (``None`` when all are zero)."""
+    live = [t for t in terms if t is not None and t[1] > -math.inf]
+    if not live:
+        return None
+    ref = max(s for _, s in live)
+    total = live[0][0] * math.exp(live[0][1] - ref)
+    for values, s in live[1:]:
+        total = total + values * math.exp(s - ref)
+    return total, ref
+
+
+def convolve(left: ScaledSeries, right: ScaledSeries, m: int, lo: int, hi: int) -> Term | None:
+    """``sum_{i = lo}^{hi} left_i @ right_{m - i}``, batched over the leading axis.
+
+    Coefficients are ``[B, R, K]`` (left) and ``[B, K, C]`` (right); the sum runs as one batched
+    matrix product over the stacked ``(i, k)`` axis, each ``left_i`` weighted by
+    ``exp(scale_i + scale_{m-i} - ref)`` with ``ref`` the largest such exponent.
+
+    Returns:
+        ``([B, R, C] values, ref)``, or ``None`` for an empty or all-zero sum.
+    """
+    if hi < lo:
+        return None
+    i = torch.arange(lo, hi + 1)
+    logs = left.log_scale[i] + right.log_scale[m - i]
+    ref = float(logs.max())
+    if ref == -math.inf:
+        return None
+    weights = torch.exp(logs - ref)
+    a = left.values[lo : hi + 1] * weights.view(-1, *([1] * len(left.shape)))
+    b = right.values[m - hi : m - lo + 1].flip(0)
+    batch, rows, inner = left.shape
+    cols = right.shape[-1]
+    a = a.permute(1, 2, 0, 3).reshape(batch, rows, -1)  # [B, R, (i, k)]
+    b = b.permute(1, 0, 2, 3).reshape(batch, -1, cols)  # [B, (i, k), C]
+    return torch.bmm(a, b), ref
