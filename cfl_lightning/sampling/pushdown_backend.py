@@ -68,6 +68,7 @@ class PushdownEventCounts:
         self.degrees = self.table.reshape(self.pda.target.shape)
         self._series: ExcursionSeries | None = None
         self._walks: dict[tuple[int, bool], ConditionedWalk] = {}
+        self._diverged = math.inf  # smallest log z where the system at z had no fixed point
 
     @property
     def series(self) -> ExcursionSeries:
@@ -90,7 +91,8 @@ class PushdownEventCounts:
                     length = n + 1
                     continue
                 return CountLaw(log_pmf[: n + 1])
-            if bool(torch.isfinite(log_pmf).any()) and self._certified(log_pmf, k, n):
+            worth = 2 * length < n + 1  # a certificate saves little on the last doubling
+            if worth and bool(torch.isfinite(log_pmf).any()) and self._certified(log_pmf, k, n):
                 return CountLaw(log_pmf)
             length = min(n + 1, 2 * length)
 
@@ -103,12 +105,23 @@ class PushdownEventCounts:
         theta = tilt(law.lattice(law.high), target) / law.period
         length = log_pmf.numel()
         window = float(torch.logsumexp(log_pmf + theta * torch.arange(length).double(), 0))
+        best = math.inf
         for delta in _DELTAS:
-            if theta + delta > 700:
+            log_z = theta + delta
+            if (self._diverged - theta) * length < NEGLIGIBLE:
+                return False  # no z inside the radius can certify this window
+            if log_z > 700 or log_z >= self._diverged:
+                continue  # beyond the radius of convergence (monotone): no certificate there
+            value = self.series.log_value(math.exp(log_z))
+            if value == math.inf:
+                self._diverged = log_z
                 continue
-            bound = self.series.log_value(math.exp(theta + delta)) - delta * length
+            bound = value - delta * length
             if bound < window - NEGLIGIBLE:
                 return True
+            if bound > best:
+                return False  # the bound is convex in delta: smaller ones only get worse
+            best = bound
         return False
 
     def max_per_string(self) -> int | None:

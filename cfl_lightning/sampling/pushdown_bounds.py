@@ -5,7 +5,8 @@ excursion (``-inf``: none has positive probability), ``T[p]`` that of a path to 
 iteration from ``-inf`` reaches every value realised by a derivation tree of height ``h`` after
 ``h`` rounds; a finite optimum is realised by a tree of height at most ``n`` (the number of
 variables: a repeated variable on a path is a pump that adds nothing, else the count would be
-unbounded), so a value that still grows after ``n + 1`` rounds is unbounded.
+unbounded), so a value that still grows after ``n + 1`` rounds is unbounded; the string's count is unbounded when ``T[initial]`` grows after that round, or
+depends (through the Jacobian's dependency graph at the fixed point) on a variable that does.
 """
 
 from __future__ import annotations
@@ -15,7 +16,13 @@ import math
 import torch
 from torch import Tensor
 
-from cfl_lightning.automata.pushdown_fixpoint import KEEP, POP
+from cfl_lightning.automata.pushdown_fixpoint import (
+    KEEP,
+    POP,
+    dependents,
+    jacobian,
+    least_fixed_point,
+)
 
 __all__ = ["max_occurrences"]
 
@@ -50,8 +57,8 @@ def max_occurrences(pda, degrees: Tensor) -> int | None:
     m = torch.full((g, q, q), -math.inf, dtype=torch.float64)
     t = torch.full((q,), -math.inf, dtype=torch.float64)
     rounds = g * q * q + q + 1
-    history = []
-    for _ in range(3 * rounds):
+    snapshot = None
+    for step in range(2 * rounds):
         inner = (push[:, :, :, :, None] + m[None, :, None, :, :]).amax(dim=(1, 3))  # [G+1, Q, Q]
         new_m = torch.maximum(pop, (keep[:g, :, :, None] + m[:, None, :, :]).amax(dim=2))
         new_m = torch.maximum(new_m, (inner[:g, :, :, None] + m[:, None, :, :]).amax(dim=2))
@@ -60,8 +67,15 @@ def max_occurrences(pda, degrees: Tensor) -> int | None:
         if torch.equal(new_m, m) and torch.equal(new_t, t):
             break
         m, t = new_m, new_t
-        history.append(float(t[pda.initial]))
-    if len(history) > rounds and history[-1] > history[rounds - 1]:
-        return None
+        if step + 1 == rounds:
+            snapshot = torch.cat([m.reshape(-1), t])
+        elif snapshot is not None and float(t[pda.initial]) > float(snapshot[-q + pda.initial]):
+            return None  # grew after the height bound: unbounded
+    if snapshot is not None:
+        growing = torch.cat([m.reshape(-1), t]) > snapshot
+        system = pda.excursion_system()
+        jac = jacobian(system, least_fixed_point(system).vector())
+        if bool((growing & dependents(jac, g * q * q + pda.initial)).any()):
+            return None
     value = float(t[pda.initial])
     return int(value) if math.isfinite(value) else 0

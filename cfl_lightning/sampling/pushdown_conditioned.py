@@ -59,6 +59,7 @@ class ConditionedWalk:
         self.table = None
         if rows * (self.s + 1) <= TABLE_MAX:
             self.table = self.rows(torch.arange(rows))
+        self.excursion_table = self._excursion_table()
 
     def index(self, m: Tensor, t: Tensor, q: Tensor, r: Tensor, b: Tensor) -> Tensor:
         """Lifted state id of ``(mode, top, state, exit, budget)``."""
@@ -101,21 +102,52 @@ class ConditionedWalk:
     def cdf(self, z: Tensor) -> Tensor:
         return self.rows(z) if self.table is None else self.table.index_select(0, z)
 
-    def excursion(self, m, t, r, nb, y, s, u01) -> tuple[Tensor, Tensor, Tensor]:
-        """Draw ``(u, i)`` for pushed excursions: returns exit, budget and mode of the child."""
-        width = int(nb.max()) + 1
+    def _excursion_cdf(self, m, t, r, nb, y, s, width: int) -> Tensor:
+        """``[P, width * Q]`` cumulative weights of ``(i, u)`` (column ``i * Q + u``)."""
         i = torch.arange(width)[None, :, None]  # [1, W, 1]
         u = torch.arange(self.q)[None, None, :]
         n = nb[:, None, None]
         child_m = m[:, None, None] * (i == n)
-        valid = i <= n
         ic, rest = i.clamp(max=self.budget), (n - i).clamp(min=0)
         first = self._lv(child_m, ic.expand(-1, -1, self.q), y[:, None, None], s[:, None, None], u)
         second = self._lv(m[:, None, None], rest, t[:, None, None], u, r[:, None, None])
-        logits = torch.where(valid, first + second, -math.inf).reshape(nb.numel(), -1)
+        logits = torch.where(i <= n, first + second, -math.inf).reshape(nb.numel(), -1)
         peak = logits.amax(dim=1, keepdim=True)
-        cdf = _cumulative((logits - torch.where(torch.isfinite(peak), peak, 0.0)).exp())
-        pick = (cdf <= u01[:, None]).sum(dim=1).clamp(max=logits.shape[1] - 1)
+        return _cumulative((logits - torch.where(torch.isfinite(peak), peak, 0.0)).exp())
+
+    def _excursion_index(self, m, t, r, nb, y, s) -> Tensor:
+        g = self.g1 - 1
+        return ((((m * self.g1 + t) * self.q + r) * (self.budget + 1) + nb) * g + y) * self.q + s
+
+    def _excursion_table(self) -> Tensor | None:
+        g, b1 = self.g1 - 1, self.budget + 1
+        rows = 2 * self.g1 * self.q * b1 * g * self.q
+        if g == 0 or rows * b1 * self.q > TABLE_MAX:
+            return None
+        z = torch.arange(rows)
+        s, y = z % self.q, (z // self.q) % g
+        rest = z // (self.q * g)
+        nb, rest = rest % b1, rest // b1
+        r, rest = rest % self.q, rest // self.q
+        t, m = rest % self.g1, rest // self.g1
+        return self._excursion_cdf(m, t, r, nb, y, s, b1)
+
+    def excursion(self, m, t, r, nb, y, s, u01) -> tuple[Tensor, Tensor, Tensor]:
+        """Draw ``(u, i)`` for pushed excursions: the child's exit state, budget and mode.
+
+        Args:
+            m, t, r: the current frame's mode, top and exit ``[P]``.
+            nb: its budget after the pushing step ``[P]``.
+            y, s: the pushed stack symbol and the state after the push ``[P]``.
+            u01: ``[P]`` uniforms.
+        """
+        if self.excursion_table is not None:
+            index = self._excursion_index(m, t, r, nb, y, s)
+            width = (int(nb.max()) + 1) * self.q
+            cdf = self.excursion_table.index_select(0, index)[:, :width]
+        else:
+            cdf = self._excursion_cdf(m, t, r, nb, y, s, int(nb.max()) + 1)
+        pick = (cdf <= u01[:, None]).sum(dim=1).clamp(max=cdf.shape[1] - 1)
         ii, uu = pick // self.q, pick % self.q
         return uu, ii, m * (ii == nb)
 

@@ -115,7 +115,7 @@ def value_at(systems: list[ExcursionSystem], z: float) -> Tensor | None:
         *(sum(getattr(s, f) * z**d for d, s in enumerate(systems)) for f in ("pop", "keep", "push")),
         base.final,
     )
-    point = least_fixed_point(scaled, upper=None, max_iter=100)
+    point = least_fixed_point(scaled, upper=None, max_iter=40)
     x = point.vector()
     scale = max(1.0, float(x.abs().max())) if x.numel() else 1.0
     if not bool(torch.isfinite(x).all()) or point.residual > 1e-9 * scale:

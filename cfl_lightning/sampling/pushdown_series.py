@@ -38,6 +38,14 @@ class ScaledSeries:
         self.values = torch.zeros((max(capacity, 1), *self.shape), dtype=torch.float64)
         self.log_scale = torch.full((max(capacity, 1),), -math.inf, dtype=torch.float64)
         self.size = 0
+        # Product layouts of 3-d coefficients [B, D1, D2] for :func:`convolve` (views, no copy):
+        # ``ahead[:, :, n]`` = x_n and ``behind[:, capacity - 1 - n]`` = x_n (reversed in n).
+        self.ahead: Tensor | None = None
+        self.behind: Tensor | None = None
+        if len(self.shape) == 3:
+            b, d1, d2 = self.shape
+            self.ahead = torch.zeros(b, d1, self.values.shape[0], d2, dtype=torch.float64)
+            self.behind = torch.zeros(b, self.values.shape[0], d1, d2, dtype=torch.float64)
 
     @classmethod
     def view(cls, values: Tensor, log_scale: Tensor, size: int) -> ScaledSeries:
@@ -45,6 +53,7 @@ class ScaledSeries:
         out = cls.__new__(cls)
         out.shape = tuple(values.shape[1:])
         out.values, out.log_scale, out.size = values, log_scale, size
+        out.ahead = out.behind = None
         return out
 
     def __len__(self) -> int:
@@ -60,6 +69,9 @@ class ScaledSeries:
             grow = self.values.shape[0]
             self.values = torch.cat([self.values, torch.zeros_like(self.values[:grow])])
             self.log_scale = torch.cat([self.log_scale, torch.full((grow,), -math.inf).double()])
+            if self.ahead is not None and self.behind is not None:
+                self.ahead = torch.cat([self.ahead, torch.zeros_like(self.ahead)], dim=2)
+                self.behind = torch.cat([torch.zeros_like(self.behind), self.behind], dim=1)
         n = self.size
         self.size += 1
         if term is None or term[1] == -math.inf:
@@ -72,6 +84,9 @@ class ScaledSeries:
             raise FloatingPointError("a power-series coefficient is not finite")
         self.values[n] = values / peak
         self.log_scale[n] = term[1] + math.log(peak)
+        if self.ahead is not None and self.behind is not None:
+            self.ahead[:, :, n] = self.values[n]
+            self.behind[:, self.behind.shape[1] - 1 - n] = self.values[n]
 
     def term(self, n: int) -> Term:
         """Coefficient ``n`` as ``(values, log scale)``."""
@@ -114,10 +129,15 @@ def convolve(left: ScaledSeries, right: ScaledSeries, m: int, lo: int, hi: int) 
     if ref == -math.inf:
         return None
     weights = torch.exp(logs - ref)
-    a = left.values[lo : hi + 1] * weights.view(-1, *([1] * len(left.shape)))
-    b = right.values[m - hi : m - lo + 1].flip(0)
     batch, rows, inner = left.shape
     cols = right.shape[-1]
+    if left.ahead is not None and right.behind is not None:  # views of the product layouts
+        a = (left.ahead[:, :, lo : hi + 1] * weights.view(1, 1, -1, 1)).reshape(batch, rows, -1)
+        top = right.behind.shape[1] - 1
+        b = right.behind[:, top - m + lo : top - m + hi + 1].reshape(batch, -1, cols)
+        return torch.bmm(a, b), ref
+    a = left.values[lo : hi + 1] * weights.view(-1, *([1] * len(left.shape)))
+    b = right.values[m - hi : m - lo + 1].flip(0)
     a = a.permute(1, 2, 0, 3).reshape(batch, rows, -1)  # [B, R, (i, k)]
     b = b.permute(1, 0, 2, 3).reshape(batch, -1, cols)  # [B, (i, k), C]
     return torch.bmm(a, b), ref
