@@ -44,7 +44,7 @@ from cfl_lightning.sampling.pushdown_unconstrained import sample_unconstrained
 __all__ = ["PushdownBackend", "PushdownEventCounts", "NEGLIGIBLE"]
 
 NEGLIGIBLE = 92.0  # tilted tail mass below e^-92 (~1e-40) of the window is dropped
-_DELTAS = (2.0, 1.0, 0.5, 0.25, 0.1, 0.05, 0.02, 0.01)  # tries of z = e^(theta + delta)
+_DELTAS = tuple(2.0 * 0.7**j for j in range(16))  # tries of z = e^(theta + delta), 2 .. 0.01
 
 
 def _cpu_generator(generator: torch.Generator) -> torch.Generator:
@@ -81,7 +81,11 @@ class PushdownEventCounts:
         return CountLaw(self.series.log_law(upto))
 
     def law_for_total(self, num_strings: int, total: int) -> CountLaw:
-        """The law up to a certified window ``L <= N`` (module docstring), else up to ``N``."""
+        """The law up to a certified window ``L <= N`` (module docstring), else up to ``N``.
+
+        A window that is not certified yet is extended to the length its best bound asks for
+        (``L = (log T(z) - window + 92) / delta``), at least doubled while no bound exists.
+        """
         k, n = num_strings, total
         length = min(n + 1, max(64, 8 * (n // k + 1)))
         while True:
@@ -91,38 +95,40 @@ class PushdownEventCounts:
                     length = n + 1
                     continue
                 return CountLaw(log_pmf[: n + 1])
-            worth = 2 * length < n + 1  # a certificate saves little on the last doubling
-            if worth and bool(torch.isfinite(log_pmf).any()) and self._certified(log_pmf, k, n):
-                return CountLaw(log_pmf)
-            length = min(n + 1, 2 * length)
+            needed = 2 * length
+            if bool(torch.isfinite(log_pmf).any()):
+                needed = self._needed(log_pmf, k, n)
+                if needed <= length:
+                    return CountLaw(log_pmf)
+            length = min(n + 1, max(needed, length + 64))
+            if 2 * length > n + 1:  # a certificate would save little: the complete law
+                length = n + 1
 
-    def _certified(self, log_pmf: Tensor, k: int, n: int) -> bool:
+    def _needed(self, log_pmf: Tensor, k: int, n: int) -> int:
+        """The window length the best tail bound certifies (``<= L`` when ``L`` suffices)."""
         law = CountLaw(log_pmf)
         top = (law.high - law.low) // law.period
         target = (n - k * law.low) / (law.period * k)
-        if not 0 < target < top:
-            return target == 0
-        theta = tilt(law.lattice(law.high), target) / law.period
         length = log_pmf.numel()
+        if not 0 < target < top:
+            return length if target == 0 else 2 * length
+        theta = tilt(law.lattice(law.high), target) / law.period
         window = float(torch.logsumexp(log_pmf + theta * torch.arange(length).double(), 0))
         best = math.inf
         for delta in _DELTAS:
             log_z = theta + delta
-            if (self._diverged - theta) * length < NEGLIGIBLE:
-                return False  # no z inside the radius can certify this window
             if log_z > 700 or log_z >= self._diverged:
                 continue  # beyond the radius of convergence (monotone): no certificate there
             value = self.series.log_value(math.exp(log_z))
             if value == math.inf:
                 self._diverged = log_z
                 continue
-            bound = value - delta * length
-            if bound < window - NEGLIGIBLE:
-                return True
-            if bound > best:
-                return False  # the bound is convex in delta: smaller ones only get worse
-            best = bound
-        return False
+            # sum_{n >= L} p_n e^{theta n} <= e^{-delta L} T(z): negligible once L >= this
+            need = (value - window + NEGLIGIBLE) / delta
+            if need > best:
+                break  # the bound is convex in delta: smaller ones only get worse
+            best = need
+        return 2 * length if best == math.inf else math.floor(best) + 1
 
     def max_per_string(self) -> int | None:
         return max_occurrences(self.pda, self.degrees)

@@ -1,10 +1,11 @@
 r"""Top-down generation from a pushdown automaton conditioned on per-string event counts.
 
-Every string keeps a stack of frames (:mod:`~cfl_lightning.sampling.pushdown_tables`): the
-current one in vectors (state ``q``, top ``t``, exit ``r``, budget ``b``, mode ``m``), the ones
-below in ``[K, depth]`` tensors indexed by string id (grown by doubling). All strings advance one
+Every string keeps a stack of frames (:mod:`~cfl_lightning.sampling.pushdown_tables`): top
+``t``, exit ``r``, budget ``b``, mode ``m``, packed in one integer (budget most significant, so a
+step's event count is one subtraction); the current one and the state ``q`` in vectors, the ones
+below in a ``[active, depth]`` tensor (grown by doubling, compacted as strings finish). All strings advance one
 symbol per step: one uniform per string picks the symbol (or the end) by inverse CDF from the
-tabulated row of its lifted state ``(m, t, q, r, b)``; strings that push draw one more uniform
+tabulated row of its lifted state ``frame * Q + q``; strings that push draw one more uniform
 for the pushed excursion's exit state and budget ``(u, i)``. Finished strings drop out. One
 explicit ``torch.Generator``: the same seed gives the same corpus.
 
@@ -61,9 +62,15 @@ class ConditionedWalk:
             self.table = self.rows(torch.arange(rows))
         self.excursion_table = self._excursion_table()
 
-    def index(self, m: Tensor, t: Tensor, q: Tensor, r: Tensor, b: Tensor) -> Tensor:
-        """Lifted state id of ``(mode, top, state, exit, budget)``."""
-        return (((m * self.g1 + t) * self.q + q) * self.q + r) * (self.budget + 1) + b
+    def code(self, m: Tensor, t: Tensor, r: Tensor, b: Tensor) -> Tensor:
+        """Packed frame ``((b * 2 + m) * (G + 1) + t) * Q + r`` (budget most significant)."""
+        return ((b * 2 + m) * self.g1 + t) * self.q + r
+
+    def decode(self, code: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """``(m, t, r, b)`` of packed frames."""
+        r, rest = code % self.q, code // self.q
+        t, rest = rest % self.g1, rest // self.g1
+        return rest % 2, t, r, rest // 2
 
     def _lv(self, m: Tensor, n: Tensor, t: Tensor, p: Tensor, r: Tensor) -> Tensor:
         """``log V^m_n[t, p, r]`` gathered (``n`` in range)."""
@@ -73,10 +80,8 @@ class ConditionedWalk:
     def rows(self, z: Tensor) -> Tensor:
         """``[Z, S + 1]`` cumulative rows of lifted states ``z``."""
         b1 = self.budget + 1
-        b, r = z % b1, (z // b1) % self.q
-        q, t, m = (z // (b1 * self.q)) % self.q, (z // (b1 * self.q * self.q)) % self.g1, z // (
-            b1 * self.q * self.q * self.g1
-        )
+        q = z % self.q
+        m, t, r, b = self.decode(z // self.q)
         cls = q * self.g1 + t
         s = self.target.reshape(-1, self.s)[cls]  # [Z, S]
         act = self.action.reshape(-1, self.s)[cls]
@@ -100,6 +105,7 @@ class ConditionedWalk:
         return _cumulative((logits - peak).exp())
 
     def cdf(self, z: Tensor) -> Tensor:
+        """Cumulative rows of lifted states ``z = code * Q + q``."""
         return self.rows(z) if self.table is None else self.table.index_select(0, z)
 
     def _excursion_cdf(self, m, t, r, nb, y, s, width: int) -> Tensor:
@@ -115,61 +121,39 @@ class ConditionedWalk:
         peak = logits.amax(dim=1, keepdim=True)
         return _cumulative((logits - torch.where(torch.isfinite(peak), peak, 0.0)).exp())
 
-    def _excursion_index(self, m, t, r, nb, y, s) -> Tensor:
-        g = self.g1 - 1
-        return ((((m * self.g1 + t) * self.q + r) * (self.budget + 1) + nb) * g + y) * self.q + s
-
     def _excursion_table(self) -> Tensor | None:
+        """Rows ``(code * G + Y) * Q + s`` over every frame after the step, pushed symbol, state."""
         g, b1 = self.g1 - 1, self.budget + 1
         rows = 2 * self.g1 * self.q * b1 * g * self.q
         if g == 0 or rows * b1 * self.q > TABLE_MAX:
             return None
         z = torch.arange(rows)
-        s, y = z % self.q, (z // self.q) % g
-        rest = z // (self.q * g)
-        nb, rest = rest % b1, rest // b1
-        r, rest = rest % self.q, rest // self.q
-        t, m = rest % self.g1, rest // self.g1
+        s, y, code = z % self.q, (z // self.q) % g, z // (self.q * g)
+        m, t, r, nb = self.decode(code)
         return self._excursion_cdf(m, t, r, nb, y, s, b1)
 
-    def excursion(self, m, t, r, nb, y, s, u01) -> tuple[Tensor, Tensor, Tensor]:
-        """Draw ``(u, i)`` for pushed excursions: the child's exit state, budget and mode.
+    def excursion(self, code: Tensor, y: Tensor, s: Tensor, u01: Tensor) -> tuple[Tensor, Tensor]:
+        """Draw ``(u, i)`` for pushed excursions.
 
         Args:
-            m, t, r: the current frame's mode, top and exit ``[P]``.
-            nb: its budget after the pushing step ``[P]``.
+            code: ``[P]`` packed frames after the pushing step (budget already decreased).
             y, s: the pushed stack symbol and the state after the push ``[P]``.
             u01: ``[P]`` uniforms.
+
+        Returns:
+            The child's packed frame and the parent's (budget ``nb - i``), ``[P]`` each.
         """
+        m, t, r, nb = self.decode(code)
         if self.excursion_table is not None:
-            index = self._excursion_index(m, t, r, nb, y, s)
+            index = (code * (self.g1 - 1) + y) * self.q + s
             width = (int(nb.max()) + 1) * self.q
             cdf = self.excursion_table.index_select(0, index)[:, :width]
         else:
             cdf = self._excursion_cdf(m, t, r, nb, y, s, int(nb.max()) + 1)
         pick = (cdf <= u01[:, None]).sum(dim=1).clamp(max=cdf.shape[1] - 1)
-        ii, uu = pick // self.q, pick % self.q
-        return uu, ii, m * (ii == nb)
-
-
-class _Frames:
-    """The frames below each string's current one: ``[K, depth]`` tensors by string id."""
-
-    def __init__(self, num_strings: int) -> None:
-        self.depth = torch.zeros(num_strings, dtype=torch.long)
-        self.data = torch.zeros(4, num_strings, 8, dtype=torch.long)  # t, r, b, m
-
-    def push(self, ids: Tensor, frame: list[Tensor]) -> None:
-        d = self.depth[ids]
-        if ids.numel() and int(d.max()) >= self.data.shape[2]:
-            self.data = torch.cat([self.data, torch.zeros_like(self.data)], dim=2)
-        self.data[:, ids, d] = torch.stack(frame)
-        self.depth[ids] = d + 1
-
-    def pop(self, ids: Tensor) -> Tensor:
-        d = self.depth[ids] - 1
-        self.depth[ids] = d
-        return self.data[:, ids, d]
+        i, u = pick // self.q, pick % self.q
+        child = self.code(m * (i == nb), y, u, i)
+        return child, code - i * 2 * self.g1 * self.q
 
 
 def generate_conditioned(
@@ -182,6 +166,9 @@ def generate_conditioned(
     progress: Progress | None = None,
 ) -> Corpus:
     """One string per budget, from the automaton conditioned on exactly (or at least) it.
+
+    The frames below the current one are packed codes in a ``[active, depth]`` tensor, compacted
+    with the active strings (as the unconstrained sampler's stack).
 
     Args:
         walk: the lifted chain; its tables must cover ``max(budgets)`` (and tails for
@@ -202,46 +189,50 @@ def generate_conditioned(
     budgets = budgets.cpu().long()
     if k and int(budgets.max()) > walk.budget:
         raise InterventionError("internal: walk tables do not cover the largest budget")
-    ids = torch.arange(k)
-    g = walk.g1 - 1
+    g1, nq, ns = walk.g1, walk.q, walk.s
+    stride = 2 * g1 * nq  # one unit of budget in a packed frame
     q = torch.full((k,), initial, dtype=torch.long)
-    t = torch.full((k,), g, dtype=torch.long)
-    r = torch.zeros(k, dtype=torch.long)
-    b = budgets.clone()
     m = torch.full((k,), int(at_least), dtype=torch.long)
-    if k and not bool(torch.isfinite(walk._lv(m, b, t, q, r)).all()):
+    top, exit_state = torch.full((k,), g1 - 1, dtype=torch.long), torch.zeros(k, dtype=torch.long)
+    if k and not bool(torch.isfinite(walk._lv(m, budgets, top, q, exit_state)).all()):
         raise InterventionError("a per-string count has probability 0 under the automaton")
-    frames, counts = _Frames(k), torch.zeros(k, dtype=torch.long)
+    code = walk.code(m, top, exit_state, budgets)
+    ids, counts = torch.arange(k), torch.zeros(k, dtype=torch.long)
+    stack, depth = torch.zeros(k, 4, dtype=torch.long), torch.zeros(k, dtype=torch.long)
+    target, action, degree = (x.reshape(-1) for x in (walk.target, walk.action, walk.degree))
     rec_ids, rec_syms = [], []
     while ids.numel():
         u01 = torch.rand(ids.numel(), generator=generator, dtype=torch.float64)
-        a = (walk.cdf(walk.index(m, t, q, r, b)) <= u01[:, None]).sum(dim=1)
-        live = torch.nonzero(a != walk.s).squeeze(1)
+        a = (walk.cdf(code * nq + q) <= u01[:, None]).sum(dim=1)
+        live = torch.nonzero(a != ns).squeeze(1)
         if progress is not None:
             progress.update(ids.numel() - live.numel())
-        ids, q, t, r, b, m, a = (x.index_select(0, live) for x in (ids, q, t, r, b, m, a))
+        if live.numel() < ids.numel():
+            ids, q, code, a, depth = (x.index_select(0, live) for x in (ids, q, code, a, depth))
+            stack = stack.index_select(0, live)
         rec_ids.append(ids)
         rec_syms.append(a)
-        cls = (q * walk.g1 + t) * walk.s + a
-        s, act, d = (x.reshape(-1).take(cls) for x in (walk.target, walk.action, walk.degree))
+        flat = (q * g1 + (code // nq) % g1) * ns + a
+        s, act, d = target.take(flat), action.take(flat), degree.take(flat)
         counts.index_add_(0, ids, d)
-        b = (b - d).clamp(min=0)
+        code = code - torch.minimum(d, code // stride) * stride
         pushing = torch.nonzero(act >= 0).squeeze(1)
         if pushing.numel():
             u2 = torch.rand(pushing.numel(), generator=generator, dtype=torch.float64)
-            pm, pt, pr, pb = (x.index_select(0, pushing) for x in (m, t, r, b))
-            y, ps = act.index_select(0, pushing), s.index_select(0, pushing)
-            eu, ei, em = walk.excursion(pm, pt, pr, pb, y, ps, u2)
-            frames.push(ids.index_select(0, pushing), [pt, pr, pb - ei, pm])
-            t.index_copy_(0, pushing, y)
-            r.index_copy_(0, pushing, eu)
-            b.index_copy_(0, pushing, ei)
-            m.index_copy_(0, pushing, em)
+            child, parent = walk.excursion(
+                code.index_select(0, pushing), act.index_select(0, pushing),
+                s.index_select(0, pushing), u2,
+            )  # fmt: skip
+            level = depth.index_select(0, pushing)
+            if int(level.max()) >= stack.shape[1]:
+                stack = torch.cat([stack, torch.zeros_like(stack)], dim=1)
+            stack[pushing, level] = parent
+            depth.index_add_(0, pushing, torch.ones_like(pushing))
+            code.index_copy_(0, pushing, child)
         popping = torch.nonzero(act == POP).squeeze(1)
         if popping.numel():
-            below = frames.pop(ids.index_select(0, popping))
-            for vec, row in zip((t, r, b, m), below):
-                vec.index_copy_(0, popping, row)
+            level = depth.index_select(0, popping) - 1
+            code.index_copy_(0, popping, stack[popping, level])
+            depth.index_copy_(0, popping, level)
         q = s
-    corpus = _assemble(k, rec_ids, rec_syms, counts, torch.device("cpu"))
-    return corpus
+    return _assemble(k, rec_ids, rec_syms, counts, torch.device("cpu"))
