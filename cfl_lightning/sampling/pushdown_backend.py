@@ -44,7 +44,7 @@ from cfl_lightning.sampling.pushdown_unconstrained import sample_unconstrained
 __all__ = ["PushdownBackend", "PushdownEventCounts", "NEGLIGIBLE"]
 
 NEGLIGIBLE = 92.0  # tilted tail mass below e^-92 (~1e-40) of the window is dropped
-_DELTAS = tuple(2.0 * 0.7**j for j in range(16))  # tries of z = e^(theta + delta), 2 .. 0.01
+_FRACTIONS = (0.95, 0.8, 0.6, 0.4, 0.25)  # tries of delta, as fractions of the estimated gap
 
 
 def _cpu_generator(generator: torch.Generator) -> torch.Generator:
@@ -52,6 +52,15 @@ def _cpu_generator(generator: torch.Generator) -> torch.Generator:
         return generator
     seed = int(torch.randint(2**62, (1,), generator=generator, device=generator.device))
     return torch.Generator().manual_seed(seed)
+
+
+def _decay(log_pmf: Tensor) -> float:
+    """Estimated ``log`` of the radius of convergence: the law's decay rate over its second half."""
+    finite = torch.nonzero(torch.isfinite(log_pmf)).flatten()
+    if finite.numel() < 4:
+        return 0.0
+    last, mid = int(finite[-1]), int(finite[finite.numel() // 2])
+    return float(log_pmf[mid] - log_pmf[last]) / max(last - mid, 1)
 
 
 class PushdownEventCounts:
@@ -101,7 +110,7 @@ class PushdownEventCounts:
                 if needed <= length:
                     return CountLaw(log_pmf)
             length = min(n + 1, max(needed, length + 64))
-            if 2 * length > n + 1:  # a certificate would save little: the complete law
+            if 3 * length > n + 1:  # a certificate would save little: the complete law
                 length = n + 1
 
     def _needed(self, log_pmf: Tensor, k: int, n: int) -> int:
@@ -114,8 +123,10 @@ class PushdownEventCounts:
             return length if target == 0 else 2 * length
         theta = tilt(law.lattice(law.high), target) / law.period
         window = float(torch.logsumexp(log_pmf + theta * torch.arange(length).double(), 0))
+        gap = _decay(log_pmf) - theta  # estimated log(radius) - theta
         best = math.inf
-        for delta in _DELTAS:
+        for fraction in _FRACTIONS if gap > 1e-3 else ():
+            delta = fraction * gap
             log_z = theta + delta
             if log_z > 700 or log_z >= self._diverged:
                 continue  # beyond the radius of convergence (monotone): no certificate there
