@@ -32,6 +32,7 @@ from cfl_lightning.sampling.pushdown_tables import WalkTables
 __all__ = ["ConditionedWalk", "generate_conditioned", "TABLE_MAX"]
 
 TABLE_MAX = 1 << 22  # largest tabulated lifted chain, in cumulative-table entries
+_NARROW = 4  # excursion draws with budgets below this read a narrow slice of their rows
 
 
 class ConditionedWalk:
@@ -146,11 +147,17 @@ class ConditionedWalk:
         m, t, r, nb = self.decode(code)
         if self.excursion_table is not None:
             index = (code * (self.g1 - 1) + y) * self.q + s
-            width = (int(nb.max()) + 1) * self.q
-            cdf = self.excursion_table.index_select(0, index)[:, :width]
+            pick = torch.empty_like(nb)
+            small = nb < _NARROW  # most budgets are small: read only their rows' first columns
+            for part in (torch.nonzero(small).squeeze(1), torch.nonzero(~small).squeeze(1)):
+                if part.numel():
+                    width = (int(nb.index_select(0, part).max()) + 1) * self.q
+                    rows = self.excursion_table[:, :width].index_select(0, index.index_select(0, part))
+                    hits = (rows <= u01.index_select(0, part)[:, None]).sum(dim=1)
+                    pick.index_copy_(0, part, hits.clamp(max=width - 1))
         else:
             cdf = self._excursion_cdf(m, t, r, nb, y, s, int(nb.max()) + 1)
-        pick = (cdf <= u01[:, None]).sum(dim=1).clamp(max=cdf.shape[1] - 1)
+            pick = (cdf <= u01[:, None]).sum(dim=1).clamp(max=cdf.shape[1] - 1)
         i, u = pick // self.q, pick % self.q
         child = self.code(m * (i == nb), y, u, i)
         return child, code - i * 2 * self.g1 * self.q
