@@ -41,8 +41,10 @@ def exact_run(pda, event: str, k: int, n: int, seed: int) -> dict[str, float]:
     corpus = counts.generate(budgets, torch.Generator().manual_seed(seed))
     t4 = clock()
     assert corpus.total_count == n
-    return {"law": t1 - t0, "split": t2 - t1, "tables": t3 - t2, "generate": t4 - t3,
-            "total": t4 - t0, "window": law.log_pmf.numel(), "budget": int(budgets.max())}  # fmt: skip
+    return {
+        "law": t1 - t0, "split": t2 - t1, "tables": t3 - t2, "generate": t4 - t3,
+        "total": t4 - t0, "window": law.log_pmf.numel(), "budget": int(budgets.max()),
+    }  # fmt: skip
 
 
 def median_runs(runs: list[dict[str, float]]) -> dict[str, float]:
@@ -68,7 +70,8 @@ def table_a(k: int, repeats: int) -> None:
     for phase in ("law", "split", "tables", "generate"):
         print(f"| - {phase} | {m[phase]:.3f} | {m[phase] / b:.2f} |")
     how = "certified below N" if m["window"] < n + 1 else "complete up to N"
-    print(f"law window L = {int(m['window'])} ({how}), largest per-string budget {int(m['budget'])}")
+    window, budget = int(m["window"]), int(m["budget"])
+    print(f"law window L = {window} ({how}), largest per-string budget {budget}")
     print()
 
 
@@ -108,7 +111,8 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="tiny sizes (a few seconds)")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, CPU seconds of this process")
+    threads = torch.get_num_threads()
+    print(f"torch {torch.__version__}, threads {threads}, CPU seconds of this process")
     print()
     table_a(2_000 if args.smoke else 100_000, args.repeats)
     table_b_c(50 if args.smoke else 500, 100 if args.smoke else 1_000, args.repeats, args.smoke)

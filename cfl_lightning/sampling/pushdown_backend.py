@@ -30,7 +30,6 @@ import torch
 from torch import Tensor
 
 from cfl_lightning.automata.events import Event
-from cfl_lightning.errors import InterventionError
 from cfl_lightning.progress import Progress
 from cfl_lightning.sampling.backend import register_backend
 from cfl_lightning.sampling.corpus import Corpus

@@ -5,7 +5,8 @@ excursion (``-inf``: none has positive probability), ``T[p]`` that of a path to 
 iteration from ``-inf`` reaches every value realised by a derivation tree of height ``h`` after
 ``h`` rounds; a finite optimum is realised by a tree of height at most ``n`` (the number of
 variables: a repeated variable on a path is a pump that adds nothing, else the count would be
-unbounded), so a value that still grows after ``n + 1`` rounds is unbounded; the string's count is unbounded when ``T[initial]`` grows after that round, or
+unbounded), so a value that still grows after ``n + 1`` rounds is unbounded; the string's count
+is unbounded when ``T[initial]`` grows after that round, or
 depends (through the Jacobian's dependency graph at the fixed point) on a variable that does.
 """
 

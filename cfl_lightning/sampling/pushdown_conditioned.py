@@ -3,11 +3,11 @@ r"""Top-down generation from a pushdown automaton conditioned on per-string even
 Every string keeps a stack of frames (:mod:`~cfl_lightning.sampling.pushdown_tables`): top
 ``t``, exit ``r``, budget ``b``, mode ``m``, packed in one integer (budget most significant, so a
 step's event count is one subtraction); the current one and the state ``q`` in vectors, the ones
-below in a ``[active, depth]`` tensor (grown by doubling, compacted as strings finish). All strings advance one
-symbol per step: one uniform per string picks the symbol (or the end) by inverse CDF from the
-tabulated row of its lifted state ``frame * Q + q``; strings that push draw one more uniform
-for the pushed excursion's exit state and budget ``(u, i)``. Finished strings drop out. One
-explicit ``torch.Generator``: the same seed gives the same corpus.
+below in a ``[active, depth]`` tensor (grown by doubling, compacted as strings finish). All
+strings advance one symbol per step: one uniform per string picks the symbol (or the end) by
+inverse CDF from the tabulated row of its lifted state ``frame * Q + q``; strings that push draw
+one more uniform for the pushed excursion's exit state and budget ``(u, i)``. Finished strings
+drop out. One explicit ``torch.Generator``: the same seed gives the same corpus.
 
 Rows are built in log space and normalized by their largest entry, then cumulated and divided
 by their total (the last entry is exactly 1), so ``#{j : cdf_j <= u}`` never picks a zero
@@ -152,7 +152,8 @@ class ConditionedWalk:
             for part in (torch.nonzero(small).squeeze(1), torch.nonzero(~small).squeeze(1)):
                 if part.numel():
                     width = (int(nb.index_select(0, part).max()) + 1) * self.q
-                    rows = self.excursion_table[:, :width].index_select(0, index.index_select(0, part))
+                    narrow = self.excursion_table[:, :width]
+                    rows = narrow.index_select(0, index.index_select(0, part))
                     hits = (rows <= u01.index_select(0, part)[:, None]).sum(dim=1)
                     pick.index_copy_(0, part, hits.clamp(max=width - 1))
         else:

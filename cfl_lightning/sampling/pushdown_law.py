@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -93,16 +94,16 @@ def nonnegative_inverse(jac: Tensor) -> Tensor:
     return torch.where(reach > 0, inverse.clamp(min=0.0), 0.0)
 
 
-def _joint(vec: Tensor, g: int, q: int) -> Tensor:
-    """A flat joint vector ``[G Q^2 + Q]`` as the ``[G + 1, Q, Q]`` layout."""
-    out = vec.new_zeros(g + 1, q, q)
+def _joint(vec, g: int, q: int):
+    """A flat joint vector ``[G Q^2 + Q]`` as the ``[G + 1, Q, Q]`` layout (tensor or array)."""
+    out = np.zeros((g + 1, q, q)) if isinstance(vec, np.ndarray) else vec.new_zeros(g + 1, q, q)
     out[:g] = vec[: g * q * q].reshape(g, q, q)
     out[g, :, 0] = vec[g * q * q :]
     return out
 
 
-def _flat(v: Tensor, g: int) -> Tensor:
-    return torch.cat([v[:g].reshape(-1), v[g, :, 0]])
+def _flat(v: np.ndarray, g: int) -> np.ndarray:
+    return np.concatenate([v[:g].reshape(-1), v[g, :, 0]])
 
 
 def value_at(systems: list[ExcursionSystem], z: float) -> Tensor | None:
@@ -112,7 +113,10 @@ def value_at(systems: list[ExcursionSystem], z: float) -> Tensor | None:
     """
     base = systems[0]
     scaled = ExcursionSystem(
-        *(sum(getattr(s, f) * z**d for d, s in enumerate(systems)) for f in ("pop", "keep", "push")),
+        *(
+            sum(getattr(s, field) * z**d for d, s in enumerate(systems))
+            for field in ("pop", "keep", "push")
+        ),
         base.final,
     )
     point = least_fixed_point(scaled, upper=None, max_iter=40)
@@ -155,15 +159,20 @@ class ExcursionSeries:
             for d in range(self.max_degree + 1)
         ]
         g, q = self.num_stack, self.num_states
-        self.pushed = [s.push for s in self.systems]  # [G + 1, G, Q, Q] per degree
-        point = least_fixed_point(self.systems[0])
-        zero = _joint(point.vector(), g, q)
-        self.inverse = nonnegative_inverse(mixed_jacobian(self.systems[0], zero[:g], zero))
+        # numpy copies for the degree-by-degree recursion: push as [t, p, (Y, s)] matrices
+        self.pop = [s.pop.numpy() for s in self.systems]
+        self.keep = [s.keep.numpy() for s in self.systems]
+        self.push = [
+            s.push.permute(0, 2, 1, 3).reshape(g + 1, q, g * q).numpy() for s in self.systems
+        ]
+        zero = _joint(least_fixed_point(self.systems[0]).vector(), g, q)
+        self.inverse = nonnegative_inverse(mixed_jacobian(self.systems[0], zero[:g], zero)).numpy()
         self.v = ScaledSeries((g + 1, q, q))
         self.p = ScaledSeries((g + 1, q, q))
+        zero = zero.numpy()
         self.v.append((zero, 0.0))
         self.p.append((self._push(0, zero[:g]), 0.0))
-        self._tails: tuple[ScaledSeries, ScaledSeries, Tensor] | None = None
+        self._tails: tuple[ScaledSeries, ScaledSeries, np.ndarray] | None = None
 
     @classmethod
     def of(cls, pda, table: Tensor | None = None) -> ExcursionSeries:
@@ -173,9 +182,9 @@ class ExcursionSeries:
         deg = None if table is None else table.reshape(shape)
         return cls(pda.target, pda.action, pda.weights, pda.final, pda.initial, deg)
 
-    def _push(self, d: int, e: Tensor) -> Tensor:
+    def _push(self, d: int, e: np.ndarray) -> np.ndarray:
         """``[G + 1, Q, Q]`` ``push_d[t, Y] @ E[Y]`` summed over ``Y``."""
-        return torch.einsum("typs,ysu->tpu", self.pushed[d], e)
+        return np.matmul(self.push[d], e.reshape(-1, self.num_states))
 
     def _keep_terms(self, series: ScaledSeries, n: int, clamp: bool) -> list[Term | None]:
         terms: list[Term | None] = []
@@ -183,7 +192,7 @@ class ExcursionSeries:
             j = max(n - d, 0) if clamp else n - d
             if j >= 0:
                 values, scale = series.term(j)
-                terms.append((torch.bmm(self.systems[d].keep, values), scale))
+                terms.append((np.matmul(self.keep[d], values), scale))
         return terms
 
     def _pushed_terms(self, e_series: ScaledSeries, n: int, clamp: bool) -> Term | None:
@@ -197,7 +206,7 @@ class ExcursionSeries:
                 terms.append((self._push(d, values[:g]), scale))
         return combine(terms)
 
-    def _solve(self, terms: list[Term | None], inverse: Tensor) -> Term | None:
+    def _solve(self, terms: list[Term | None], inverse: np.ndarray) -> Term | None:
         rhs = combine(terms)
         if rhs is None:
             return None
@@ -212,13 +221,13 @@ class ExcursionSeries:
             n = len(self.v)
             terms = self._keep_terms(self.v, n, clamp=False)
             if n <= self.max_degree:
-                pop = torch.zeros_like(v0[0])
-                pop[:g] = self.systems[n].pop
+                pop = np.zeros_like(v0[0])
+                pop[:g] = self.pop[n]
                 terms.append((pop, 0.0))
             terms.append(convolve(self.p, self.v, n, 1, n - 1))
             pushed = self._pushed_terms(self.v, n, clamp=False)
             if pushed is not None:
-                terms.append((torch.bmm(pushed[0], v0[0]), pushed[1] + v0[1]))
+                terms.append((np.matmul(pushed[0], v0[0]), pushed[1] + v0[1]))
             v_n = self._solve(terms, self.inverse)
             self.v.append(v_n)
             own = None if v_n is None else (self._push(0, v_n[0][:g]), v_n[1])
@@ -230,17 +239,19 @@ class ExcursionSeries:
         return self.v.log(upto + 1)[:, self.num_stack, self.initial, 0].clone()
 
     # ------------------------------------------------------------------ tails
-    def _tail_start(self) -> tuple[ScaledSeries, ScaledSeries, Tensor]:
+    def _tail_start(self) -> tuple[ScaledSeries, ScaledSeries, np.ndarray]:
         if self._tails is None:
             g, q = self.num_stack, self.num_states
             one = value_at(self.systems, 1.0)
             if one is None:
                 raise FloatingPointError("the ending probabilities did not converge")
-            jac = mixed_jacobian(self.systems[0], self.v.term(0)[0][:g], one)
+            zero = torch.from_numpy(self.v.term(0)[0])
+            jac = mixed_jacobian(self.systems[0], zero[:g], one)
             vbar, pbar = ScaledSeries((g + 1, q, q)), ScaledSeries((g + 1, q, q))
+            one = one.numpy()
             vbar.append((one, 0.0))
             pbar.append((sum(self._push(d, one[:g]) for d in range(self.max_degree + 1)), 0.0))
-            self._tails = (vbar, pbar, nonnegative_inverse(jac))
+            self._tails = (vbar, pbar, nonnegative_inverse(jac).numpy())
         return self._tails
 
     def ensure_tails(self, upto: int) -> tuple[ScaledSeries, ScaledSeries]:
@@ -253,13 +264,13 @@ class ExcursionSeries:
             b = len(vbar)
             terms = self._keep_terms(vbar, b, clamp=True)
             if b <= self.max_degree:
-                pop = torch.zeros_like(one[0])
-                pop[:g] = sum(s.pop for s in self.systems[b:])
+                pop = np.zeros_like(one[0])
+                pop[:g] = sum(self.pop[b:])
                 terms.append((pop, 0.0))
             terms.append(convolve(self.p, vbar, b, 1, b - 1))
             pushed = self._pushed_terms(vbar, b, clamp=True)
             if pushed is not None:
-                terms.append((torch.bmm(pushed[0], one[0]), pushed[1] + one[1]))
+                terms.append((np.matmul(pushed[0], one[0]), pushed[1] + one[1]))
             tail = self._solve(terms, inverse)
             vbar.append(tail)
             own = None if tail is None else (self._push(0, tail[0][:g]), tail[1])

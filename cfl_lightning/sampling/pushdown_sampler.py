@@ -46,7 +46,9 @@ def _check(kind: str, event, count, num_strings: int) -> tuple[Event | None, int
     if n < 0:
         raise InterventionError(f"count must be non-negative, got {n}")
     if kind == "at_least_once" and n > num_strings:
-        raise InterventionError(f"at_least_once count {n} exceeds the number of strings {num_strings}")
+        raise InterventionError(
+            f"at_least_once count {n} exceeds the number of strings {num_strings}"
+        )
     return parsed, n
 
 
@@ -112,9 +114,13 @@ def _at_least_once(
 ) -> Corpus:
     """``m`` uniformly chosen positions get strings with >= 1 occurrence, the rest none."""
     if m < k and counts.none_probability() <= 0:
-        raise InterventionError(f"at_least_once count {m} is impossible: every string contains the event")
+        raise InterventionError(
+            f"at_least_once count {m} is impossible: every string contains the event"
+        )
     if m > 0 and counts.max_per_string() == 0:
-        raise InterventionError(f"at_least_once count {m} is impossible: no string contains the event")
+        raise InterventionError(
+            f"at_least_once count {m} is impossible: no string contains the event"
+        )
     order = torch.randperm(k, generator=counts_gen)
     hit, miss = order[:m].sort().values, order[m:].sort().values
     parts = []

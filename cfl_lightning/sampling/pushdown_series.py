@@ -11,22 +11,26 @@ factor ``exp(.)`` is at most 1: a term can only underflow where it is below ``1e
 largest one, which is the float64 rounding of the sum anyway. A structurally zero coefficient
 stays exactly zero (sums and products of nonnegative numbers, no cancellation), which keeps the
 count law's support and lattice exact.
+
+Arrays are numpy (float64): the recursion runs degree by degree over small matrices, where a
+numpy call costs a fraction of a torch call; :meth:`ScaledSeries.log` hands torch tensors out.
 """
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 from torch import Tensor
 
 __all__ = ["ScaledSeries", "Term", "combine", "convolve"]
 
-Term = tuple[Tensor, float]  # (values, log scale): the tensor values * exp(log scale)
+Term = tuple[np.ndarray, float]  # (values, log scale): the array values * exp(log scale)
 
 
 class ScaledSeries:
-    """Coefficients ``x_0, x_1, ...`` of one tensor shape, each with its own log scale.
+    """Coefficients ``x_0, x_1, ...`` of one array shape, each with its own log scale.
 
     Args:
         shape: the shape of one coefficient.
@@ -35,20 +39,21 @@ class ScaledSeries:
 
     def __init__(self, shape: tuple[int, ...], capacity: int = 64) -> None:
         self.shape = tuple(shape)
-        self.values = torch.zeros((max(capacity, 1), *self.shape), dtype=torch.float64)
-        self.log_scale = torch.full((max(capacity, 1),), -math.inf, dtype=torch.float64)
+        cap = max(capacity, 1)
+        self.values = np.zeros((cap, *self.shape))
+        self.log_scale = np.full(cap, -math.inf)
         self.size = 0
         # Product layouts of 3-d coefficients [B, D1, D2] for :func:`convolve` (views, no copy):
         # ``ahead[:, :, n]`` = x_n and ``behind[:, capacity - 1 - n]`` = x_n (reversed in n).
-        self.ahead: Tensor | None = None
-        self.behind: Tensor | None = None
+        self.ahead: np.ndarray | None = None
+        self.behind: np.ndarray | None = None
         if len(self.shape) == 3:
             b, d1, d2 = self.shape
-            self.ahead = torch.zeros(b, d1, self.values.shape[0], d2, dtype=torch.float64)
-            self.behind = torch.zeros(b, self.values.shape[0], d1, d2, dtype=torch.float64)
+            self.ahead = np.zeros((b, d1, cap, d2))
+            self.behind = np.zeros((b, cap, d1, d2))
 
     @classmethod
-    def view(cls, values: Tensor, log_scale: Tensor, size: int) -> ScaledSeries:
+    def view(cls, values: np.ndarray, log_scale: np.ndarray, size: int) -> ScaledSeries:
         """Another shape of the same coefficients (``values`` ``[capacity, *shape]``)."""
         out = cls.__new__(cls)
         out.shape = tuple(values.shape[1:])
@@ -59,6 +64,14 @@ class ScaledSeries:
     def __len__(self) -> int:
         return self.size
 
+    def _grow(self) -> None:
+        grow = self.values.shape[0]
+        self.values = np.concatenate([self.values, np.zeros_like(self.values)])
+        self.log_scale = np.concatenate([self.log_scale, np.full(grow, -math.inf)])
+        if self.ahead is not None and self.behind is not None:
+            self.ahead = np.concatenate([self.ahead, np.zeros_like(self.ahead)], axis=2)
+            self.behind = np.concatenate([np.zeros_like(self.behind), self.behind], axis=1)
+
     def append(self, term: Term | None) -> None:
         """Store the next coefficient, given relative to a log scale (``None``: zero).
 
@@ -66,37 +79,34 @@ class ScaledSeries:
             FloatingPointError: the coefficient holds NaN or an infinity.
         """
         if self.size == self.values.shape[0]:
-            grow = self.values.shape[0]
-            self.values = torch.cat([self.values, torch.zeros_like(self.values[:grow])])
-            self.log_scale = torch.cat([self.log_scale, torch.full((grow,), -math.inf).double()])
-            if self.ahead is not None and self.behind is not None:
-                self.ahead = torch.cat([self.ahead, torch.zeros_like(self.ahead)], dim=2)
-                self.behind = torch.cat([torch.zeros_like(self.behind), self.behind], dim=1)
+            self._grow()
         n = self.size
         self.size += 1
         if term is None or term[1] == -math.inf:
             return
-        values = term[0].clamp(min=0.0)  # rounding of a solve; the series is nonnegative
-        peak = float(values.max()) if values.numel() else 0.0
+        values = np.maximum(term[0], 0.0)  # rounding of a solve; the series is nonnegative
+        peak = float(values.max()) if values.size else 0.0
         if peak == 0.0:
             return
         if not (math.isfinite(peak) and math.isfinite(term[1])):
             raise FloatingPointError("a power-series coefficient is not finite")
-        self.values[n] = values / peak
+        values = values / peak
+        self.values[n] = values
         self.log_scale[n] = term[1] + math.log(peak)
         if self.ahead is not None and self.behind is not None:
-            self.ahead[:, :, n] = self.values[n]
-            self.behind[:, self.behind.shape[1] - 1 - n] = self.values[n]
+            self.ahead[:, :, n] = values
+            self.behind[:, self.behind.shape[1] - 1 - n] = values
 
     def term(self, n: int) -> Term:
         """Coefficient ``n`` as ``(values, log scale)``."""
         return self.values[n], float(self.log_scale[n])
 
     def log(self, upto: int | None = None) -> Tensor:
-        """``[n, *shape]`` log coefficients (``-inf`` for zero entries), ``n = upto or size``."""
+        """``[n, *shape]`` float64 tensor of log coefficients (``-inf`` for zero entries)."""
         n = self.size if upto is None else upto
         scale = self.log_scale[:n].reshape(n, *([1] * len(self.shape)))
-        return self.values[:n].log() + scale
+        with np.errstate(divide="ignore"):
+            return torch.from_numpy(np.log(self.values[:n]) + scale)
 
 
 def combine(terms: list[Term | None]) -> Term | None:
@@ -123,21 +133,20 @@ def convolve(left: ScaledSeries, right: ScaledSeries, m: int, lo: int, hi: int) 
     """
     if hi < lo:
         return None
-    i = torch.arange(lo, hi + 1)
-    logs = left.log_scale[i] + right.log_scale[m - i]
+    logs = left.log_scale[lo : hi + 1] + right.log_scale[m - hi : m - lo + 1][::-1]
     ref = float(logs.max())
     if ref == -math.inf:
         return None
-    weights = torch.exp(logs - ref)
-    batch, rows, inner = left.shape
+    weights = np.exp(logs - ref)
+    batch, rows, _ = left.shape
     cols = right.shape[-1]
     if left.ahead is not None and right.behind is not None:  # views of the product layouts
-        a = (left.ahead[:, :, lo : hi + 1] * weights.view(1, 1, -1, 1)).reshape(batch, rows, -1)
+        a = (left.ahead[:, :, lo : hi + 1] * weights[None, None, :, None]).reshape(batch, rows, -1)
         top = right.behind.shape[1] - 1
         b = right.behind[:, top - m + lo : top - m + hi + 1].reshape(batch, -1, cols)
-        return torch.bmm(a, b), ref
-    a = left.values[lo : hi + 1] * weights.view(-1, *([1] * len(left.shape)))
-    b = right.values[m - hi : m - lo + 1].flip(0)
-    a = a.permute(1, 2, 0, 3).reshape(batch, rows, -1)  # [B, R, (i, k)]
-    b = b.permute(1, 0, 2, 3).reshape(batch, -1, cols)  # [B, (i, k), C]
-    return torch.bmm(a, b), ref
+        return np.matmul(a, b), ref
+    a = left.values[lo : hi + 1] * weights.reshape(-1, *([1] * len(left.shape)))
+    b = right.values[m - hi : m - lo + 1][::-1]
+    a = a.transpose(1, 2, 0, 3).reshape(batch, rows, -1)  # [B, R, (i, k)]
+    b = b.transpose(1, 0, 2, 3).reshape(batch, -1, cols)  # [B, (i, k), C]
+    return np.matmul(a, b), ref

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -53,14 +54,14 @@ def _push_table(e_left: ScaledSeries, right: ScaledSeries, n: int, tail_of: Scal
     head = convolve(e_left, right, n, 0, n - 1)
     last_values, last_scale = tail_of.term(n)
     first_values, first_scale = right.term(0)
-    return combine([head, (torch.bmm(last_values, first_values), last_scale + first_scale)])
+    return combine([head, (np.matmul(last_values, first_values), last_scale + first_scale)])
 
 
 def _views(v: ScaledSeries, g: int, q: int) -> tuple[ScaledSeries, ScaledSeries]:
     """``E`` as ``[1, (Y, s), u]`` and ``V`` as ``[1, u, (t, r)]`` views of one series."""
     cap = v.values.shape[0]
     left = v.values[:, :g].reshape(cap, 1, g * q, q)
-    right = v.values.permute(0, 2, 1, 3).reshape(cap, 1, q, (g + 1) * q)
+    right = v.values.transpose(0, 2, 1, 3).reshape(cap, 1, q, (g + 1) * q)
     return (
         ScaledSeries.view(left, v.log_scale, v.size),
         ScaledSeries.view(right, v.log_scale, v.size),
@@ -88,6 +89,7 @@ def walk_tables(series: ExcursionSeries, budget: int, tails: bool = False) -> Wa
         for n in range(budget + 1):
             term = _push_table(e_left, right, n, tail_left)
             if term is not None:
-                c = term[0].reshape(g, q, g + 1, q).permute(0, 2, 1, 3)  # [Y, t, s, r]
-                lc[m, n] = c.log() + term[1]
+                c = term[0].reshape(g, q, g + 1, q).transpose(0, 2, 1, 3)  # [Y, t, s, r]
+                with np.errstate(divide="ignore"):
+                    lc[m, n] = torch.from_numpy(np.log(c) + term[1])
     return WalkTables(lv, lc)
