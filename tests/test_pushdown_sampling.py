@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from cfl_lightning.automata.pushdown import PushdownAutomaton
 from cfl_lightning.automata.pushdown_events import parse_event
+from cfl_lightning.automata.pushdown_generators import anbn_pda
 from cfl_lightning.errors import InterventionError
 from cfl_lightning.sampling.backend import backend_for
 from cfl_lightning.sampling.counts import CountLaw, split_exact
@@ -441,6 +442,13 @@ def test_impossible_targets_are_refused():
     with pytest.raises(InterventionError, match="exceeds"):
         sample_pushdown_corpus(
             pda, 5, seed=0, intervention="at_least_once", event="state:s0", count=6
+        )
+    every = anbn_pda(0.5, min_n=1)
+    with pytest.raises(InterventionError, match="at least 1 occurrences"):  # a^n b^n, n >= 1
+        sample_pushdown_corpus(every, 3, seed=0, intervention="exact", event="symbol:a", count=0)
+    with pytest.raises(InterventionError, match="every string contains"):
+        sample_pushdown_corpus(
+            every, 3, seed=0, intervention="at_least_once", event="symbol:a", count=1
         )
     anbn = automaton("anbn")
     with pytest.raises(InterventionError, match="non-negative"):

@@ -95,6 +95,8 @@ class PushdownEventCounts:
         (``L = (log T(z) - window + 92) / delta``), at least doubled while no bound exists.
         """
         k, n = num_strings, total
+        if n < 64:  # short: the law on 0 .. 63 (also shows a lowest count above a small N)
+            return self.law(63)
         length = min(n + 1, max(64, 8 * (n // k + 1)))
         while True:
             log_pmf = self.series.log_law(length - 1)
