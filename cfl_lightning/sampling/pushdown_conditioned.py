@@ -222,8 +222,11 @@ def generate_conditioned(
         rec_syms.append(a)
         flat = (q * g1 + (code // nq) % g1) * ns + a
         s, act, d = target.take(flat), action.take(flat), degree.take(flat)
-        counts.index_add_(0, ids, d)
-        code = code - torch.minimum(d, code // stride) * stride
+        if at_least:  # an exact walk's counts are its budgets
+            counts.index_add_(0, ids, d)
+            code = code - torch.minimum(d, code // stride) * stride
+        else:
+            code = code - d * stride
         pushing = torch.nonzero(act >= 0).squeeze(1)
         if pushing.numel():
             u2 = torch.rand(pushing.numel(), generator=generator, dtype=torch.float64)
@@ -243,4 +246,5 @@ def generate_conditioned(
             code.index_copy_(0, popping, stack[popping, level])
             depth.index_copy_(0, popping, level)
         q = s
-    return _assemble(k, rec_ids, rec_syms, counts, torch.device("cpu"))
+    realized = counts if at_least else budgets.clone()
+    return _assemble(k, rec_ids, rec_syms, realized, torch.device("cpu"))
