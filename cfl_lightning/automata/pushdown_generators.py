@@ -108,8 +108,13 @@ def _draw_tables(
 ) -> tuple[torch.Tensor, ...]:
     """One draw of the random procedure: topology, stack actions, Dirichlet weights."""
     keep = rng.random((q, g + 1, s)) < opts["keep_prob"]
-    tgt = np.where(keep, rng.integers(0, q, (q, g + 1, s)), -1)
     accepting = rng.random(q) < opts["accept_prob"]
+    # a class that cannot end keeps one uniformly drawn symbol when the draw kept none
+    forced = rng.integers(0, s, (q, g + 1))
+    empty = ~keep.any(axis=2)
+    empty[:, g] &= ~accepting
+    keep[empty, forced[empty]] = True
+    tgt = np.where(keep, rng.integers(0, q, (q, g + 1, s)), -1)
     u = rng.random((q, g + 1, s))
     pushed = rng.integers(0, g, (q, g + 1, s)) if g else np.zeros((q, g + 1, s), dtype=np.int64)
     pop_p, push_p = opts["pop_prob"], opts["push_prob"]
@@ -120,7 +125,8 @@ def _draw_tables(
     for state in range(q):
         for t in range(g + 1):
             present = np.flatnonzero(tgt[state, t] >= 0)
-            if len(present) == 0:
+            if len(present) == 0:  # an accepting state's empty stack with no symbol: it ends
+                final[state] = 1.0 if t == g else final[state]
                 continue
             share = 1.0 - (final[state] if t == g else 0.0)
             weights[state, t, present] = rng.dirichlet(np.full(len(present), opts["concentration"])) * share
@@ -146,7 +152,8 @@ def random_pda(
     """A random pushdown automaton: the paper's random topology with a stack action per step.
 
     For every class (state, top): each symbol is kept with ``keep_prob`` and sent to a uniform
-    target; its action is push (a uniform stack symbol) with ``push_prob``, pop with ``pop_prob``
+    target (a class that keeps none gets one uniformly drawn symbol, except an accepting state's
+    empty stack, which then ends with probability 1); its action is push (a uniform stack symbol) with ``push_prob``, pop with ``pop_prob``
     (not on the empty stack) and keep otherwise. Each state accepts with ``accept_prob``
     (final weight ``final_weight`` on the empty stack); the weights of each class are
     ``Dirichlet(concentration)``, scaled to ``1 - final``. A draw is kept only if it ends with

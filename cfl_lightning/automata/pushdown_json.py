@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from cfl_lightning.automata.pushdown_fixpoint import KEEP, POP
+from cfl_lightning.automata.pushdown_validate import check_stack_names
 from cfl_lightning.errors import PDAError
 
 if TYPE_CHECKING:
@@ -121,6 +122,7 @@ def pda_from_dict(data: Mapping[str, Any], *, source: str | None = None) -> dict
     for kind, names in (("state", states), ("symbol", alphabet), ("stack symbol", stack)):
         if len(set(names)) != len(names):
             raise PDAError(f"{where}duplicate {kind} name {next(n for n in names if names.count(n) > 1)!r}")
+    check_stack_names(stack, where)
     ix = {
         kind: {n: i for i, n in enumerate(names)}
         for kind, names in (("state", states), ("symbol", alphabet), ("stack", stack))
