@@ -140,15 +140,17 @@ class PushdownAutomaton:
 
     def class_probs(self) -> Tensor:
         """``[C, S + 1]`` float64: ``[weights[q, t], final[q] if t is empty else 0]``."""
-        ends = torch.zeros(self.num_states, self.num_stack + 1, 1, dtype=torch.float64, device=self.device)
+        ends = self.weights.new_zeros(self.num_states, self.num_stack + 1, 1)
         ends[:, -1, 0] = self.final
-        return torch.cat([self.weights, ends], dim=2).reshape(self.num_classes, self.num_symbols + 1)
+        probs = torch.cat([self.weights, ends], dim=2)
+        return probs.reshape(self.num_classes, self.num_symbols + 1)
 
     def class_transitions(self) -> Tensor:
         """``[C, S + 1]`` bool: a defined symbol transition, or EOS where ending has weight > 0."""
-        ends = torch.zeros(self.num_states, self.num_stack + 1, 1, dtype=torch.bool, device=self.device)
+        ends = torch.zeros_like(self.target[:, :, :1], dtype=torch.bool)
         ends[:, -1, 0] = self.final > 0
-        return torch.cat([self.target >= 0, ends], dim=2).reshape(self.num_classes, self.num_symbols + 1)
+        exists = torch.cat([self.target >= 0, ends], dim=2)
+        return exists.reshape(self.num_classes, self.num_symbols + 1)
 
     # ------------------------------------------------------------------ the excursion system
     def excursion_system(self, weights: Tensor | None = None) -> pushdown_fixpoint.ExcursionSystem:

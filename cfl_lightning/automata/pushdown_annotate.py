@@ -35,7 +35,10 @@ def _string_at(starts: Tensor, pos: int) -> int:
 
 
 def annotate(
-    pda: PushdownAutomaton, tokens: Tensor, offsets: Tensor, device: torch.device | str | None = None
+    pda: PushdownAutomaton,
+    tokens: Tensor,
+    offsets: Tensor,
+    device: torch.device | str | None = None,
 ) -> Tensor:
     """The class (state, top) before every symbol and before the end of every string.
 

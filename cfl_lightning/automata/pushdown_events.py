@@ -76,7 +76,9 @@ def event_table(pda: PushdownAutomaton, event: Event) -> Tensor:
         c = pda.class_names.index(event.state or "")
         a = _index(pda.alphabet, event.symbol, "symbol", event)
         if not bool(exists[c, a]):
-            raise EventError(f"event {event}: class {event.state!r} has no transition on {event.symbol!r}")
+            raise EventError(
+                f"event {event}: class {event.state!r} has no transition on {event.symbol!r}"
+            )
         table.view(q * (g + 1), s)[c, a] = 1
     else:
         raise EventError(f"unknown event kind {event.kind!r} for a pushdown automaton")

@@ -278,16 +278,15 @@ def dependents(jac: Tensor, start: int) -> Tensor:
 
 
 def variable_classes(num_states: int, num_stack: int, device: torch.device | str = "cpu") -> Tensor:
-    """The position class of every variable: ``E[X, p, r]`` is at ``(p, X)``, ``T[p]`` at ``(p, -)``.
+    """The position class of every variable: ``E[X, p, r]`` at ``(p, X)``, ``T[p]`` at ``(p, -)``.
 
     Returns:
         ``[n]`` int64 class ids ``p * (G + 1) + t``.
     """
     q, g = num_states, num_stack
     states = torch.arange(q, device=device)
-    e_cls = (states[None, :, None] * (g + 1) + torch.arange(g, device=device)[:, None, None]).expand(
-        g, q, q
-    )
+    tops = torch.arange(g, device=device)[:, None, None]
+    e_cls = (states[None, :, None] * (g + 1) + tops).expand(g, q, q)
     return torch.cat([e_cls.reshape(-1), states * (g + 1) + g])
 
 

@@ -129,7 +129,8 @@ def _draw_tables(
                 final[state] = 1.0 if t == g else final[state]
                 continue
             share = 1.0 - (final[state] if t == g else 0.0)
-            weights[state, t, present] = rng.dirichlet(np.full(len(present), opts["concentration"])) * share
+            draw = rng.dirichlet(np.full(len(present), opts["concentration"]))
+            weights[state, t, present] = draw * share
     act = np.where(tgt >= 0, act, KEEP)
     return (torch.from_numpy(tgt.astype(np.int64)), torch.from_numpy(act.astype(np.int64)),
             torch.from_numpy(weights), torch.from_numpy(final.astype(np.float64)))  # fmt: skip
@@ -153,7 +154,8 @@ def random_pda(
 
     For every class (state, top): each symbol is kept with ``keep_prob`` and sent to a uniform
     target (a class that keeps none gets one uniformly drawn symbol, except an accepting state's
-    empty stack, which then ends with probability 1); its action is push (a uniform stack symbol) with ``push_prob``, pop with ``pop_prob``
+    empty stack, which then ends with probability 1); its action is push (a uniform stack
+    symbol) with ``push_prob``, pop with ``pop_prob``
     (not on the empty stack) and keep otherwise. Each state accepts with ``accept_prob``
     (final weight ``final_weight`` on the empty stack); the weights of each class are
     ``Dirichlet(concentration)``, scaled to ``1 - final``. A draw is kept only if it ends with

@@ -121,7 +121,8 @@ def pda_from_dict(data: Mapping[str, Any], *, source: str | None = None) -> dict
     stack = _names(data, "stack_alphabet", where)
     for kind, names in (("state", states), ("symbol", alphabet), ("stack symbol", stack)):
         if len(set(names)) != len(names):
-            raise PDAError(f"{where}duplicate {kind} name {next(n for n in names if names.count(n) > 1)!r}")
+            dup = next(n for n in names if names.count(n) > 1)
+            raise PDAError(f"{where}duplicate {kind} name {dup!r}")
     check_stack_names(stack, where)
     ix = {
         kind: {n: i for i, n in enumerate(names)}
@@ -175,7 +176,8 @@ def pda_arcs(pda: PushdownAutomaton) -> list[tuple[str, str, str, float]]:
             for a in range(pda.num_symbols):
                 if target[q][t][a] >= 0:
                     label = f"{pda.alphabet[a]}, {top}/{_action_text(pda, action[q][t][a])}"
-                    arcs.append((pda.states[q], pda.states[target[q][t][a]], label, weights[q][t][a]))
+                    dst = pda.states[target[q][t][a]]
+                    arcs.append((pda.states[q], dst, label, weights[q][t][a]))
     return arcs
 
 

@@ -80,7 +80,9 @@ def _check_shapes(pda: PushdownAutomaton) -> None:
         raise PDAError(f"{where}initial state index {pda.initial} out of range")
 
 
-def _check_step(pda: PushdownAutomaton, q: int, t: int, a: int, tgt: int, act: int, w: float) -> None:
+def _check_step(
+    pda: PushdownAutomaton, q: int, t: int, a: int, tgt: int, act: int, w: float
+) -> None:
     g = pda.num_stack
     if tgt < -1 or tgt >= pda.num_states:
         raise PDAError(f"{_place(pda, q, t, a)}: target index {tgt} out of range")
@@ -112,7 +114,9 @@ def check_tables(pda: PushdownAutomaton) -> None:
     weights, final = pda.weights.cpu().tolist(), pda.final.cpu().tolist()
     for q in range(pda.num_states):
         if not math.isfinite(final[q]) or final[q] < 0:
-            raise PDAError(f"{pda.where()}state {pda.states[q]!r} has invalid final weight {final[q]!r}")
+            raise PDAError(
+                f"{pda.where()}state {pda.states[q]!r} has invalid final weight {final[q]!r}"
+            )
         for t in range(g + 1):
             total = final[q] if t == g else 0.0
             defined = total > 0
@@ -137,13 +141,14 @@ def check_termination(pda: PushdownAutomaton) -> None:
     """
     ending = pda.ending_probability()
     _, rho = pda.visits_and_radius()
-    if ending < 1 - CRITICAL_TOLERANCE or (ending < 1 - ENDING_TOLERANCE and rho < 1 - CRITICAL_TOLERANCE):
+    critical = rho >= 1 - CRITICAL_TOLERANCE
+    if ending < 1 - CRITICAL_TOLERANCE or (ending < 1 - ENDING_TOLERANCE and not critical):
         raise PDAError(
             f"{pda.where()}the automaton does not end with probability 1 (it ends with "
             f"probability {ending:.9g} from state {pda.states[pda.initial]!r}: pushes outweigh "
             "pops, or a reachable (state, top) has no transition)"
         )
-    if rho >= 1 - CRITICAL_TOLERANCE:
+    if critical:
         raise PDAError(
             f"{pda.where()}expected string length is infinite (a critical automaton: the "
             f"excursion system's Jacobian has spectral radius {rho:.9g} at its fixed point)"
