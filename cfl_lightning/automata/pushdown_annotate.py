@@ -6,7 +6,7 @@ own stack held in one ``[K, depth]`` int64 tensor grown by doubling.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -14,8 +14,9 @@ from torch import Tensor
 from cfl_lightning.automata.pushdown_fixpoint import POP
 from cfl_lightning.errors import CflError
 
-if TYPE_CHECKING:
-    from cfl_lightning.automata.pushdown import PushdownAutomaton
+# ``pda`` below is a :class:`~cfl_lightning.automata.pushdown.PushdownAutomaton` (not imported:
+# that module imports this one)
+PushdownAutomaton = Any
 
 __all__ = ["annotate", "grow_stack"]
 

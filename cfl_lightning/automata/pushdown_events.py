@@ -9,7 +9,7 @@ exist), and ``push:X`` (every step that pushes stack symbol ``X``: one more leve
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -17,8 +17,9 @@ from torch import Tensor
 from cfl_lightning.automata.events import Event
 from cfl_lightning.errors import EventError
 
-if TYPE_CHECKING:
-    from cfl_lightning.automata.pushdown import PushdownAutomaton
+# ``pda`` below is a :class:`~cfl_lightning.automata.pushdown.PushdownAutomaton` (not imported:
+# that module imports this one)
+PushdownAutomaton = Any
 
 __all__ = ["PushEvent", "parse_event", "event_table"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
@@ -18,8 +18,9 @@ from cfl_lightning.automata.pushdown_fixpoint import KEEP, POP
 from cfl_lightning.automata.pushdown_validate import check_stack_names
 from cfl_lightning.errors import PDAError
 
-if TYPE_CHECKING:
-    from cfl_lightning.automata.pushdown import PushdownAutomaton
+# ``pda`` below is a :class:`~cfl_lightning.automata.pushdown.PushdownAutomaton` (not imported:
+# that module imports this one)
+PushdownAutomaton = Any
 
 __all__ = ["pda_to_dict", "pda_from_dict", "pda_to_dot", "pda_arcs"]
 

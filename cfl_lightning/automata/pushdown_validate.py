@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Any
 
 from cfl_lightning.automata.pfsa import NORMALIZATION_TOLERANCE, check_names
 from cfl_lightning.automata.pushdown_fixpoint import KEEP, POP
 from cfl_lightning.errors import PDAError, PFSAError
 
-if TYPE_CHECKING:
-    from cfl_lightning.automata.pushdown import PushdownAutomaton
+# ``pda`` below is a :class:`~cfl_lightning.automata.pushdown.PushdownAutomaton` (not imported:
+# that module imports this one)
+PushdownAutomaton = Any
 
 __all__ = [
     "check_stack_names",
