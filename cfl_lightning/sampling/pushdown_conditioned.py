@@ -164,6 +164,33 @@ class ConditionedWalk:
         return child, code - i * 2 * self.g1 * self.q
 
 
+def _push(
+    walk: ConditionedWalk,
+    pushing: Tensor,
+    code: Tensor,
+    act: Tensor,
+    s: Tensor,
+    stack: Tensor,
+    depth: Tensor,
+    generator: torch.Generator,
+) -> Tensor:
+    """Strings ``pushing`` pushed ``act``: draw their excursions, stack the parents' frames.
+
+    ``code`` and ``depth`` are updated in place; returns the (possibly widened) stack.
+    """
+    u2 = torch.rand(pushing.numel(), generator=generator, dtype=torch.float64)
+    child, parent = walk.excursion(
+        code.index_select(0, pushing), act.index_select(0, pushing), s.index_select(0, pushing), u2
+    )
+    level = depth.index_select(0, pushing)
+    if int(level.max()) >= stack.shape[1]:
+        stack = torch.cat([stack, torch.zeros_like(stack)], dim=1)
+    stack[pushing, level] = parent
+    depth.index_add_(0, pushing, torch.ones_like(pushing))
+    code.index_copy_(0, pushing, child)
+    return stack
+
+
 def generate_conditioned(
     walk: ConditionedWalk,
     initial: int,
@@ -229,17 +256,7 @@ def generate_conditioned(
             code = code - d * stride
         pushing = torch.nonzero(act >= 0).squeeze(1)
         if pushing.numel():
-            u2 = torch.rand(pushing.numel(), generator=generator, dtype=torch.float64)
-            child, parent = walk.excursion(
-                code.index_select(0, pushing), act.index_select(0, pushing),
-                s.index_select(0, pushing), u2,
-            )  # fmt: skip
-            level = depth.index_select(0, pushing)
-            if int(level.max()) >= stack.shape[1]:
-                stack = torch.cat([stack, torch.zeros_like(stack)], dim=1)
-            stack[pushing, level] = parent
-            depth.index_add_(0, pushing, torch.ones_like(pushing))
-            code.index_copy_(0, pushing, child)
+            stack = _push(walk, pushing, code, act, s, stack, depth, generator)
         popping = torch.nonzero(act == POP).squeeze(1)
         if popping.numel():
             level = depth.index_select(0, popping) - 1
