@@ -347,7 +347,7 @@ def test_anbn_generator_law():
 @pytest.mark.parametrize("shape", [(2, 2, 1), (3, 3, 2), (10, 10, 3)])
 def test_random_pda_valid_and_seeded(shape):
     a = random_pda(*shape, seed=0)
-    assert a == random_pda(*shape, seed=0) and a != random_pda(*shape, seed=2)
+    assert a == random_pda(*shape, seed=0) and a != random_pda(*shape, seed=1)
     assert a.ending_probability() == pytest.approx(1.0, abs=1e-9)
     assert (a.expected_class_visits() > 0).all()
     assert math.isfinite(a.expected_length())
@@ -356,6 +356,8 @@ def test_random_pda_valid_and_seeded(shape):
 def test_random_pda_redraw_bound():
     with pytest.raises(PDAError, match="in 3 tries"):
         random_pda(3, 3, 2, seed=0, push_prob=1.0, pop_prob=0.0, max_tries=3)
+    capped = random_pda(4, 4, 2, seed=0, max_expected_length=20.0)
+    assert capped.expected_length() <= 20.0 < random_pda(4, 4, 2, seed=0).expected_length()
 
 
 # ---------------------------------------------------------------------- unconstrained sampler

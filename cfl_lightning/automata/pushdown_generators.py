@@ -7,6 +7,8 @@ with its parameters (name, type, default, help) for the generator registry.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 
@@ -148,6 +150,7 @@ def random_pda(
     concentration: float = 1.0,
     push_prob: float = 0.25,
     pop_prob: float = 0.5,
+    max_expected_length: float | None = None,
     max_tries: int = 1000,
 ) -> PushdownAutomaton:
     """A random pushdown automaton: the paper's random topology with a stack action per step.
@@ -159,8 +162,8 @@ def random_pda(
     (not on the empty stack) and keep otherwise. Each state accepts with ``accept_prob``
     (final weight ``final_weight`` on the empty stack); the weights of each class are
     ``Dirichlet(concentration)``, scaled to ``1 - final``. A draw is kept only if it ends with
-    probability 1, has a finite expected length, and reaches every class (positive expected
-    visits); otherwise the next draw of the same stream is taken, at most ``max_tries`` times:
+    probability 1, has a finite expected length (at most ``max_expected_length`` when given),
+    and reaches every class (positive expected visits); otherwise the next draw of the same stream is taken, at most ``max_tries`` times:
     the result is a deterministic function of the arguments (the paper's distribution
     conditioned on those properties). States ``q0..``, symbols ``a, b, ...``, stack ``X0..``.
 
@@ -181,6 +184,9 @@ def random_pda(
     if opts["push_prob"] + opts["pop_prob"] > 1:
         raise PDAError("push_prob + pop_prob must be at most 1")
     tries = _integer(max_tries, "max_tries", 1)
+    cap = math.inf if max_expected_length is None else _real(
+        max_expected_length, "max_expected_length", 0.0, math.inf, open_low=True
+    )
     rng = np.random.default_rng(_seed(seed, "seed"))
     names = ([f"q{i}" for i in range(q)], default_alphabet(s), [f"X{i}" for i in range(g)])
     for _ in range(tries):
@@ -189,11 +195,12 @@ def random_pda(
             pda = PushdownAutomaton(*names, *tables, 0)
         except PDAError:
             continue
-        if bool((pda.expected_class_visits() > 0).all()):
+        if bool((pda.expected_class_visits() > 0).all()) and pda.expected_length() <= cap:
             return pda
     raise PDAError(
         f"no random pushdown automaton with {q} states, {s} symbols and {g} stack symbols that "
-        f"ends with probability 1 and reaches every class in {tries} tries (seed {seed})"
+        f"ends with probability 1, reaches every class and meets the length cap in {tries} tries "
+        f"(seed {seed})"
     )
 
 
@@ -224,6 +231,7 @@ PUSHDOWN_GENERATORS: dict[str, dict] = {
             ("concentration", "float", 1.0, "Dirichlet concentration"),
             ("push_prob", "probability", 0.25, "probability that a step pushes"),
             ("pop_prob", "probability", 0.5, "probability that a step pops (non-empty stack)"),
+            ("max_expected_length", "float", None, "redraw above this expected length"),
             ("max_tries", "int", 1000, "redraws before giving up"),
         ],
     },
