@@ -9,6 +9,7 @@ generators; the unconstrained sampler's string law by chi-square with a negative
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import math
 from collections import Counter
@@ -414,3 +415,34 @@ def test_unconstrained_law_dyck2_large():
     visits = torch.bincount(pda.annotate(corpus.tokens, corpus.offsets), minlength=pda.num_classes)
     mean = visits.double() / len(corpus)
     assert torch.allclose(mean, pda.expected_class_visits(), rtol=0.02)
+
+
+def test_satisfies_the_automaton_protocol():
+    from cfl_lightning.automata.protocol import Automaton, expected_event_count
+
+    pda = PushdownAutomaton.from_dict(ref.dyck_json(2))
+    assert isinstance(pda, Automaton)
+    event = parse_event("push:(")
+    assert expected_event_count(pda, event) == pytest.approx(pda.expected_occurrences()["push:("])
+
+
+@functools.lru_cache(maxsize=None)
+def _random_small(seed):
+    return random_pda(10, 10, 3, seed=seed)
+
+
+@settings(max_examples=6, deadline=None)
+@given(st.integers(0, 50), st.sampled_from(["push:X0", "symbol:a", "state:q1"]))
+def test_sampled_counts_match_annotate(seed, spec):
+    pda = _random_small(seed % 2)
+    table = pda.event_table(parse_event(spec))
+    corpus = sample_unconstrained(pda, 100, torch.Generator().manual_seed(seed), event_table=table)
+    classes = pda.annotate(corpus.tokens, corpus.offsets)
+    k = len(corpus)
+    starts = corpus.offsets[:-1] + torch.arange(k)
+    is_end = torch.zeros(classes.numel(), dtype=torch.bool)
+    is_end[starts + corpus.lengths] = True
+    per_symbol = table[classes[~is_end], corpus.tokens]
+    owner = torch.repeat_interleave(torch.arange(k), corpus.lengths)
+    recount = torch.zeros(k, dtype=torch.long).index_add_(0, owner, per_symbol)
+    assert torch.equal(recount, corpus.counts)
