@@ -1,7 +1,8 @@
 """Running a pushdown automaton over a flat corpus: the class of every position.
 
-All strings advance together, one symbol per step (a loop over the longest length), each with its
-own stack held in one ``[K, depth]`` int64 tensor grown by doubling.
+All strings advance together, one symbol per step (a loop over the longest length, longest
+strings first so the strings still going are a prefix), each with its own stack held in one
+``[K, depth]`` int64 tensor grown by doubling.
 """
 
 from __future__ import annotations
@@ -65,38 +66,40 @@ def annotate(
     target, action = pda.target.to(device), pda.action.to(device)
     num = offsets.numel() - 1
     lengths = offsets[1:] - offsets[:-1]
-    starts = offsets[:-1] + torch.arange(num, device=device)
     out = torch.empty(tokens.numel() + num, dtype=torch.long, device=device)
+    if num == 0:
+        return out
+    # longest first: the strings still going at step i are a prefix of ``order``
+    order = torch.sort(lengths, descending=True, stable=True).indices
+    tok_start = offsets[:-1][order]
+    out_start = (offsets[:-1] + torch.arange(num, device=device))[order]
+    alive = torch.bincount(lengths, minlength=int(lengths.max()) + 2).flip(0).cumsum(0).flip(0)
     state = torch.full((num,), pda.initial, dtype=torch.long, device=device)
     depth = torch.zeros(num, dtype=torch.long, device=device)
     stack = torch.zeros(num, 4, dtype=torch.long, device=device)
     rows = torch.arange(num, device=device)
-    longest = int(lengths.max()) if num else 0
-    for i in range(longest + 1):
-        top = torch.where(depth > 0, stack[rows, (depth - 1).clamp(min=0)], g)
-        live = i <= lengths
-        out[(starts + i)[live]] = (state * (g + 1) + top)[live]
-        step = i < lengths
-        if not bool(step.any()):
+    for i, (n, m) in enumerate(zip(alive[:-1].tolist(), alive[1:].tolist())):
+        d = depth[:n]
+        top = torch.where(d > 0, stack[rows[:n], (d - 1).clamp(min=0)], g)
+        out[out_start[:n] + i] = state[:n] * (g + 1) + top
+        if bool((d[m:] > 0).any()):  # strings ending here with symbols on the stack
+            j = m + int((d[m:] > 0).nonzero()[0])
+            raise CflError(f"string {int(order[j])} ends with {int(d[j])} symbols on the stack")
+        if m == 0:
             break
-        sym = tokens[(offsets[:-1] + i).clamp(max=max(tokens.numel() - 1, 0))]
-        nxt, act = target[state, top, sym], action[state, top, sym]
-        missing = step & (nxt < 0)
-        if bool(missing.any()):
-            k = int(missing.nonzero()[0])
+        sym = tokens[tok_start[:m] + i]
+        nxt, act = target[state[:m], top[:m], sym], action[state[:m], top[:m], sym]
+        if bool((nxt < 0).any()):
+            j = int((nxt < 0).nonzero()[0])
             raise CflError(
-                f"string {k} leaves the automaton's support at symbol #{i} (no transition from "
-                f"class {pda.class_names[int(state[k]) * (g + 1) + int(top[k])]!r} on "
-                f"{pda.alphabet[int(sym[k])]!r}); the corpus does not belong to this automaton"
+                f"string {int(order[j])} leaves the automaton's support at symbol #{i} (no "
+                f"transition from class {pda.class_names[int(state[j]) * (g + 1) + int(top[j])]!r} "
+                f"on {pda.alphabet[int(sym[j])]!r}); the corpus does not belong to this automaton"
             )
-        push = step & (act >= 0)
+        push = act >= 0
         if bool(push.any()):
-            stack = grow_stack(stack, int(depth.max()) + 1)
-            stack[rows[push], depth[push]] = act[push]
-        depth = depth + push.long() - (step & (act == POP)).long()
-        state = torch.where(step, nxt, state)
-    left = depth > 0
-    if bool(left.any()):
-        k = int(left.nonzero()[0])
-        raise CflError(f"string {k} ends with {int(depth[k])} symbols on the stack")
+            stack = grow_stack(stack, int(depth[:m].max()) + 1)
+            stack[rows[:m][push], depth[:m][push]] = act[push]
+        depth[:m] += push.long() - (act == POP).long()
+        state[:m] = nxt
     return out
