@@ -260,6 +260,11 @@ def test_event_errors():
     with pytest.raises(EventError, match=r"class 'q/\(' has no transition on '\]'"):
         pda.event_table(parse_event("transition:q/(:]"))
     assert str(parse_event("push:(")) == "push:("
+    s1 = pda.num_symbols + 1
+    assert pda.event_location(parse_event("push:(")) == ("transition", (0, s1, 2 * s1))
+    assert pda.event_location(parse_event("state:q")) == ("state", (0, 1, 2))
+    assert pda.event_location(parse_event("symbol:]")) == ("symbol", (3,))
+    assert pda.event_location(parse_event("transition:q/[:]")) == ("transition", (s1 + 3,))
 
 
 def test_to_dot_and_device(small):

@@ -198,6 +198,11 @@ class PushdownAutomaton:
         """``[C, S]`` int64 occurrences per (class, symbol) step (``push:X`` included)."""
         return pushdown_events.event_table(self, event)
 
+    def event_location(self, event: Event) -> tuple[str, tuple[int, ...]]:
+        """Where ``event`` lives in a decomposed KL result (``state:`` spans the state's classes,
+        ``push:X`` every transition pushing ``X``)."""
+        return pushdown_events.event_location(self, event)
+
     def expected_occurrences(self) -> dict[str, float]:
         """Expected occurrences per string of every built-in event, keyed by its text:
         ``state:``, ``symbol:``, every existing ``transition:CLASS:SYM``, then ``push:``."""

@@ -21,7 +21,7 @@ from cfl_lightning.errors import EventError
 # that module imports this one)
 PushdownAutomaton = Any
 
-__all__ = ["PushEvent", "parse_event", "event_table"]
+__all__ = ["PushEvent", "parse_event", "event_table", "event_location"]
 
 
 @dataclass(frozen=True)
@@ -84,3 +84,24 @@ def event_table(pda: PushdownAutomaton, event: Event) -> Tensor:
     else:
         raise EventError(f"unknown event kind {event.kind!r} for a pushdown automaton")
     return table.reshape(q * (g + 1), s) * exists.long()
+
+
+def event_location(pda: PushdownAutomaton, event: Event) -> tuple[str, tuple[int, ...]]:
+    """Where ``event`` lives in a decomposed KL result.
+
+    Returns:
+        ``("symbol", (s,))``; ``("state", classes of the state)``; ``("transition", flat
+        indices c * (S + 1) + s)``: the one step of ``transition:``, every pushing step of
+        ``push:X``.
+
+    Raises:
+        EventError: as :func:`event_table`.
+    """
+    table = event_table(pda, event)  # validates the names
+    if event.kind == "symbol":
+        return "symbol", (pda.alphabet.index(event.symbol),)
+    if event.kind == "state":
+        q, width = pda.states.index(event.state), pda.num_stack + 1
+        return "state", tuple(range(q * width, (q + 1) * width))
+    cls, sym = table.nonzero(as_tuple=True)
+    return "transition", tuple((cls * (pda.num_symbols + 1) + sym).tolist())
