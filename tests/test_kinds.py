@@ -137,7 +137,7 @@ def test_every_reference_of_the_built_in_entries_resolves():
     refs = [g.build for g in GENERATOR_REGISTRY]
     refs += [r for k in EVENT_KIND_REGISTRY for r in (*k.tables.values(), k.locate) if r]
     refs += [k.sampler for k in INTERVENTION_KINDS if k.sampler]
-    assert len(refs) == 3 + 6 + 4
+    assert len(refs) == 6 + 7 + 4
     for ref in refs:
         assert callable(resolve(ref)), ref
     with pytest.raises(ModuleNotFoundError):
@@ -146,23 +146,25 @@ def test_every_reference_of_the_built_in_entries_resolves():
 
 def test_built_in_kinds_keep_their_behaviour():
     assert tuple(INTERVENTIONS) == ("none", "exact", "at_least", "at_least_once")
-    assert GENERATOR_REGISTRY.names() == ("parity", "parity_resampled", "random")
-    assert EVENT_KIND_REGISTRY.names() == ("state", "symbol", "transition")
+    assert GENERATOR_REGISTRY.names()[:3] == ("parity", "parity_resampled", "random")
+    assert GENERATOR_REGISTRY.names()[3:] == ("dyck", "random_pushdown", "anbn")
+    assert EVENT_KIND_REGISTRY.names() == ("state", "symbol", "transition", "push")
     assert str(Event.parse("transition:q:x:y")) == "transition:q:x:y"
     assert Event.parse("transition:q:x:y") == Event("transition", "q", "x:y")
-    forms = "expected state:NAME, symbol:SYM or transition:SOURCE:SYM"
+    forms = "expected state:NAME, symbol:SYM, transition:SOURCE:SYM or push:X"
     with pytest.raises(EventError, match=forms):
-        Event.parse("push:X")
-    with pytest.raises(EventError, match="unknown event kind 'push'"):
+        Event.parse("pop:X")
+    assert Event.parse("push:X") == Event("push", stack="X")
+    with pytest.raises(EventError, match="^push events need a pushdown automaton$"):
         Event("push", stack="X").function(two_state())
 
 
 def test_an_event_kind_without_a_pfsa_table_is_refused_in_one_line():
-    push = EventKind("push", ("stack",), "pushes of X", tables={"pushdown": loop_table})
-    with EVENT_KIND_REGISTRY.registered(push):
-        event = Event.parse("push:X")
-        assert event == Event("push", stack="X") and str(event) == "push:X"
-        with pytest.raises(EventError, match="^push events need a pushdown automaton$"):
+    pop = EventKind("pop", ("stack",), "pops of X", tables={"pushdown": loop_table})
+    with EVENT_KIND_REGISTRY.registered(pop):
+        event = Event.parse("pop:X")
+        assert event == Event("pop", stack="X") and str(event) == "pop:X"
+        with pytest.raises(EventError, match="^pop events need a pushdown automaton$"):
             event.function(two_state())
         with pytest.raises(EventError, match="no entry in the decomposed KL"):
             event.transition_index(two_state())

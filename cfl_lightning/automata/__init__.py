@@ -17,7 +17,6 @@ from cfl_lightning.automata.protocol import Automaton, class_tables, expected_ev
 from cfl_lightning.automata.pushdown import KEEP, POP, PushdownAutomaton
 from cfl_lightning.automata.pushdown_events import PushEvent, parse_event
 from cfl_lightning.automata.pushdown_generators import (
-    PUSHDOWN_GENERATORS,
     anbn_pda,
     dyck_pda,
     random_pda,
@@ -49,7 +48,6 @@ __all__ = [
     "POP",
     "PushEvent",
     "parse_event",
-    "PUSHDOWN_GENERATORS",
     "anbn_pda",
     "dyck_pda",
     "random_pda",

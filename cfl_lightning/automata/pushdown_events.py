@@ -2,13 +2,12 @@
 
 Kinds: ``symbol:SYM`` (every class), ``state:NAME`` (every class of that state),
 ``transition:CLASS:SYM`` with ``CLASS = STATE/TOP`` or ``STATE/-`` (one step, which must
-exist), and ``push:X`` (every step that pushes stack symbol ``X``: one more level of nesting).
-:func:`parse_event` reads ``push:X`` as well as the kinds :meth:`Event.parse` knows.
+exist), and ``push:X`` (every step that pushes stack symbol ``X``: one more level of nesting;
+registered in :mod:`cfl_lightning.kinds.events`, so :meth:`Event.parse` reads it).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -21,26 +20,22 @@ from cfl_lightning.errors import EventError
 # that module imports this one)
 PushdownAutomaton = Any
 
-__all__ = ["PushEvent", "parse_event", "event_table", "event_location"]
+__all__ = ["PushEvent", "parse_event", "event_table", "event_location", "push_table"]
 
 
-@dataclass(frozen=True)
-class PushEvent(Event):
-    """``push:X``: every step that pushes stack symbol ``X`` (held in ``symbol``)."""
-
-    kind: str = "push"
-
-    def __str__(self) -> str:
-        return f"push:{self.symbol}"
+def PushEvent(stack: str) -> Event:  # noqa: N802 (reads as the event's constructor)
+    """``push:X``: every step that pushes stack symbol ``X``."""
+    return Event("push", stack=stack)
 
 
 def parse_event(spec: str) -> Event:
-    """Parse an event spec, ``push:X`` included."""
-    if isinstance(spec, str) and spec.startswith("push:"):
-        if spec[5:]:
-            return PushEvent(symbol=spec[5:])
-        raise EventError(f"bad event {spec!r}: expected push:STACKSYMBOL")
+    """Parse an event spec (every registered kind, ``push:X`` included): :meth:`Event.parse`."""
     return Event.parse(spec)
+
+
+def push_table(event: Event, pda: PushdownAutomaton) -> Tensor:
+    """The registry's table function of ``push:X`` (:func:`event_table`)."""
+    return event_table(pda, event)
 
 
 def _index(names: tuple[str, ...], name: str | None, what: str, event: Event) -> int:
@@ -66,7 +61,7 @@ def event_table(pda: PushdownAutomaton, event: Event) -> Tensor:
     elif event.kind == "state":
         table[_index(pda.states, event.state, "state", event)] = 1
     elif event.kind == "push":
-        stack = _index(pda.stack_alphabet, event.symbol, "stack symbol", event)
+        stack = _index(pda.stack_alphabet, event.stack, "stack symbol", event)
         table = (pda.action == stack).long()
     elif event.kind == "transition":
         if event.state not in pda.class_names:

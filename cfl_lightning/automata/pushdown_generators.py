@@ -1,8 +1,8 @@
 """Pushdown automaton generators: Dyck-k, random pushdown automata, and a^n b^n.
 
 Random draws use :class:`numpy.random.Generator` seeded explicitly (bit-for-bit reproducible),
-then the automaton is built as torch tensors. :data:`PUSHDOWN_GENERATORS` lists each generator
-with its parameters (name, type, default, help) for the generator registry.
+then the automaton is built as torch tensors. The generator registry
+(:mod:`cfl_lightning.kinds.generators`) lists each with its parameters.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from cfl_lightning.automata.generators import _integer, _real, _seed, default_al
 from cfl_lightning.automata.pushdown import KEEP, POP, PushdownAutomaton
 from cfl_lightning.errors import PDAError
 
-__all__ = ["dyck_pda", "random_pda", "anbn_pda", "bracket_names", "PUSHDOWN_GENERATORS"]
+__all__ = ["dyck_pda", "random_pda", "anbn_pda", "bracket_names"]
 
 _BRACKETS = ("()", "[]", "{}", "<>")
 
@@ -205,42 +205,3 @@ def random_pda(
 
 
 #: generator name -> build reference, description and parameters (name, type, default, help)
-PUSHDOWN_GENERATORS: dict[str, dict] = {
-    "dyck": {
-        "build": "cfl_lightning.automata.pushdown_generators:dyck_pda",
-        "description": "Dyck-k: k bracket types, Dirichlet weights, closing above 1/2",
-        "params": [
-            ("k", "int", 2, "number of bracket types"),
-            ("seed", "seed", 0, "seed of the Dirichlet weights"),
-            ("concentration", "float", 1.0, "Dirichlet concentration"),
-            ("close_prob", "probability", 0.6, "closing probability on a non-empty stack (> 0.5)"),
-            ("final_weight", "probability", 0.5, "ending probability on the empty stack"),
-        ],
-    },
-    "random_pushdown": {
-        "build": "cfl_lightning.automata.pushdown_generators:random_pda",
-        "description": "the paper's random topology with a stack action per transition",
-        "params": [
-            ("num_states", "int", 4, "number of states"),
-            ("num_symbols", "int", 4, "number of symbols"),
-            ("num_stack", "int", 2, "number of stack symbols"),
-            ("seed", "seed", 0, "seed of the topology, stack actions and weights"),
-            ("keep_prob", "probability", 0.5, "probability that a (class, symbol) step exists"),
-            ("accept_prob", "probability", 0.3, "probability that a state accepts"),
-            ("final_weight", "probability", 0.3, "ending weight of accepting states"),
-            ("concentration", "float", 1.0, "Dirichlet concentration"),
-            ("push_prob", "probability", 0.25, "probability that a step pushes"),
-            ("pop_prob", "probability", 0.5, "probability that a step pops (non-empty stack)"),
-            ("max_expected_length", "float", None, "redraw above this expected length"),
-            ("max_tries", "int", 1000, "redraws before giving up"),
-        ],
-    },
-    "anbn": {
-        "build": "cfl_lightning.automata.pushdown_generators:anbn_pda",
-        "description": "a^n b^n with geometric n (n >= min_n)",
-        "params": [
-            ("p_continue", "probability", 0.5, "probability of one more a"),
-            ("min_n", "int", 0, "smallest n (0 or 1)"),
-        ],
-    },
-}

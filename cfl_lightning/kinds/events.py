@@ -4,7 +4,8 @@ Built in (:data:`EVENT_KIND_REGISTRY`, registration order), with their text form
 
 * ``state:NAME`` -- every transition leaving state ``NAME``;
 * ``symbol:SYM`` -- every transition emitting ``SYM``;
-* ``transition:SOURCE:SYM`` -- the one transition leaving ``SOURCE`` on ``SYM``.
+* ``transition:SOURCE:SYM`` -- the one transition leaving ``SOURCE`` on ``SYM``;
+* ``push:X`` -- every step that pushes stack symbol ``X`` (a pushdown automaton's nesting).
 
 An :class:`EventKind` names the :class:`~cfl_lightning.automata.Event` attributes its text
 carries (``fields``, in text order, the last one read whole so that it may contain ``:``), its
@@ -203,6 +204,15 @@ for _kind in (
         weight="p_π(q,s)",
         signed=True,
         title=_transition_title,
+    ),
+    EventKind(
+        "push",
+        ("stack",),
+        "every step that pushes stack symbol X: one more level of nesting (pushdown automata)",
+        tables={"pushdown": "cfl_lightning.automata.pushdown_events:push_table"},
+        weight="p_π(push X)",
+        signed=True,
+        title=lambda rest: f"push {rest}",
     ),
 ):
     register_event_kind(_kind)

@@ -1,8 +1,12 @@
 """Automaton generators: named, seeded recipes that build an automaton, one entry each.
 
 Built in (:data:`GENERATOR_REGISTRY`, registration order): ``parity`` (the paper's Figure 1,
-weights set by ``eta``), ``parity_resampled`` (Figure 1's topology, Dirichlet weights) and
-``random`` (the paper's random topology with Dirichlet weights).
+weights set by ``eta``), ``parity_resampled`` (Figure 1's topology, Dirichlet weights),
+``random`` (the paper's random topology with Dirichlet weights), and the pushdown generators
+``dyck``, ``random_pushdown`` and ``anbn``. In configs the pushdown generators take their seed
+from ``data.weight_seed`` (``dyck``) or ``data.topology_seed`` (``random_pushdown``); their other
+parameters keep their defaults there (write the automaton with ``automaton ...`` and pass
+``data.automaton=FILE`` to set them).
 
 A :class:`Generator` holds its build function (a callable or a ``"module:function"``
 reference, imported on first use), its parameters (:class:`GeneratorParam`: name, type,
@@ -128,6 +132,7 @@ def register_generator(entry: Generator, *, replace: bool = False) -> None:
 
 
 _GEN = "cfl_lightning.automata.generators"
+_PDA = "cfl_lightning.automata.pushdown_generators"
 _WEIGHT_SEED = "seed of the Dirichlet weights"
 for _entry in (
     Generator(
@@ -174,6 +179,59 @@ for _entry in (
             GeneratorParam("concentration", "float", 1.0, "Dirichlet concentration"),
         ),
         size=lambda p: (p["num_states"], p["num_symbols"]),
+    ),
+    Generator(
+        "dyck",
+        "Dyck-k (pushdown): k bracket types, Dirichlet weights, closing above 1/2",
+        f"{_PDA}:dyck_pda",
+        (
+            GeneratorParam("k", "int", 2, "number of bracket types"),
+            GeneratorParam("seed", "seed", 0, _WEIGHT_SEED, setting="weight_seed"),
+            GeneratorParam("concentration", "float", 1.0, "Dirichlet concentration"),
+            GeneratorParam(
+                "close_prob", "probability", 0.6, "closing probability on a non-empty stack (> 0.5)"
+            ),
+            GeneratorParam(
+                "final_weight", "probability", 0.5, "ending probability on the empty stack"
+            ),
+        ),
+    ),
+    Generator(
+        "random_pushdown",
+        "the paper's random topology with a stack action per transition (pushdown)",
+        f"{_PDA}:random_pda",
+        (
+            GeneratorParam("num_states", "int", 4, "number of states", "--states"),
+            GeneratorParam("num_symbols", "int", 4, "number of symbols", "--symbols"),
+            GeneratorParam("num_stack", "int", 2, "number of stack symbols", "--stack-symbols"),
+            GeneratorParam(
+                "seed", "seed", 0, "seed of the topology, stack actions and weights",
+                setting="topology_seed",
+            ),
+            GeneratorParam(
+                "keep_prob", "probability", 0.5, "probability that a (class, symbol) step exists"
+            ),
+            GeneratorParam("accept_prob", "probability", 0.3, "probability that a state accepts"),
+            GeneratorParam("final_weight", "probability", 0.3, "ending weight of accepting states"),
+            GeneratorParam("concentration", "float", 1.0, "Dirichlet concentration"),
+            GeneratorParam("push_prob", "probability", 0.25, "probability that a step pushes"),
+            GeneratorParam(
+                "pop_prob", "probability", 0.5, "probability that a step pops (non-empty stack)"
+            ),
+            GeneratorParam(
+                "max_expected_length", "float", None, "redraw above this expected length"
+            ),
+            GeneratorParam("max_tries", "int", 1000, "redraws before giving up"),
+        ),
+    ),
+    Generator(
+        "anbn",
+        "a^n b^n (pushdown) with geometric n >= min_n",
+        f"{_PDA}:anbn_pda",
+        (
+            GeneratorParam("p_continue", "probability", 0.5, "probability of one more a"),
+            GeneratorParam("min_n", "int", 0, "smallest n (0 or 1)"),
+        ),
     ),
 ):
     register_generator(_entry)
