@@ -49,6 +49,7 @@ from cfl_lightning.callbacks import (
     check_monitors,
 )
 from cfl_lightning.checkpoint_io import use_atomic_checkpoints
+from cfl_lightning.cluster_env import quiet_srun_hint, single_process, trainer_plugins
 from cfl_lightning.cli.model_switch import (
     config_overrides,
     explicit_model_args,
@@ -340,6 +341,10 @@ class CflLightningCLI(LightningCLI):
         if config.get("logger") in (None, True) and "logger" not in kwargs:
             root = config.get("default_root_dir") or os.getcwd()
             kwargs["logger"] = CSVLogger(save_dir=root, name="csv")
+        if single_process(config):  # Lightning's srun hint is wrong for one process
+            quiet_srun_hint()
+        if config.get("plugins") is None and "plugins" not in kwargs and trainer_plugins():
+            kwargs["plugins"] = trainer_plugins()  # in a SLURM step: submitit owns requeueing
         try:
             trainer = super().instantiate_trainer(**kwargs)
         except (TypeError, ValueError, ImportError) as err:

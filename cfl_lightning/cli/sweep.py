@@ -56,10 +56,15 @@ def build_parser() -> ArgumentParser:
         "second refuses, naming the first. Exit: 0 all done, 1 some failed, 2 bad input or DIR "
         "locked, 130 interrupted."
     )
-    parser.add_argument("sweep", help="W&B sweep YAML (method: grid, flat dotted parameters)")
     parser.add_argument(
-        "--output", required=True, metavar="DIR", type=path_type,
-        help="holds one directory per grid point",
+        "sweep", help="W&B sweep YAML (method: grid, flat dotted parameters); with --status, DIR"
+    )
+    parser.add_argument(
+        "--output", metavar="DIR", type=path_type, help="holds one directory per grid point"
+    )
+    parser.add_argument(
+        "--status", action="store_true",
+        help="show DIR's points: done, running, pending, failed (with their logs); run nothing",
     )
     parser.add_argument(
         "--parallel", "-j", type=positive_type, default=1, metavar="J", help="runs at a time"
@@ -78,7 +83,43 @@ def build_parser() -> ArgumentParser:
         help="train points differing only in data.* and seed_everything together, up to M "
         "per process (one batched model; an interrupted job resumes from its checkpoint)",
     )
+    _add_slurm_arguments(parser)
     return parser
+
+
+def _add_slurm_arguments(parser: ArgumentParser) -> None:
+    group = parser.add_argument_group("cluster (--executor slurm; submitit job array)")
+    group.add_argument(
+        "--executor", choices=("local", "slurm"), default="local",
+        help="local: processes on this machine (default); slurm: one SLURM array task per "
+        "point or ensemble job",
+    )
+    group.add_argument("--scheduler", metavar="YAML", help="scheduler settings file (the flags "
+                       "below override it)")
+    group.add_argument("--partition", help="SLURM partition (default: the cluster's default)")
+    group.add_argument("--time", help="time limit per task (minutes, H:M:S, D-H:M:S)")
+    group.add_argument("--cpus-per-task", type=positive_type, metavar="N")
+    group.add_argument("--gpus-per-task", type=positive_type, metavar="N")
+    group.add_argument("--mem", help="memory per task (sbatch --mem, e.g. 8G)")
+    group.add_argument("--array-parallelism", type=positive_type, metavar="N",
+                       help="array tasks running at a time (default 256)")
+    group.add_argument("--sbatch", action="append", metavar="LINE",
+                       help="an extra sbatch option, e.g. --sbatch=--qos=normal (repeatable)")
+    group.add_argument("--no-wait", action="store_true",
+                       help="return once the array is submitted (follow it with --status)")
+
+
+_SLURM_FLAGS = ("scheduler", "partition", "time", "cpus_per_task", "gpus_per_task", "mem",
+                "array_parallelism", "sbatch", "no_wait")
+
+
+def _scheduler(args) -> object:  # noqa: ANN001
+    from cfl_lightning.sweep.scheduler import load_scheduler
+
+    overrides = {key: getattr(args, key) for key in _SLURM_FLAGS[1:-1]}
+    if overrides["cpus_per_task"] is None and args.threads > 1:
+        overrides["cpus_per_task"] = args.threads
+    return load_scheduler(args.scheduler, overrides)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,21 +131,45 @@ def main(argv: list[str] | None = None) -> int:
 
         from cfl_lightning.sweep import SweepError, load_sweep, run_sweep
 
+        if args.status:
+            from cfl_lightning.sweep.status import print_status
+
+            print_status(Path(args.output or args.sweep), sys.stdout)
+            return 0
+        if args.output is None:
+            raise SweepError("--output DIR is required (or give DIR with --status)")
+        slurm = args.executor == "slurm"
+        given = [k for k in _SLURM_FLAGS if getattr(args, k) not in (None, False)]
+        if given and not slurm:
+            flag = "--" + given[0].replace("_", "-")
+            raise SweepError(f"{flag} needs --executor slurm")
+        settings = _scheduler(args) if slurm else None
         config = load_sweep(args.sweep)
         output = Path(args.output)
         if output.exists() and not output.is_dir():
             raise SweepError(f"--output {output} exists and is not a directory")
-        summary = run_sweep(
-            config,
-            args.output,
-            parallel=args.parallel,
-            limit=args.limit,
-            dry_run=args.dry_run,
-            threads=args.threads,
-            source=args.sweep,
-            max_points=args.max_points,
-            ensemble=args.ensemble,
-        )
+        if slurm and not args.dry_run:
+            from cfl_lightning.sweep.cluster import run_slurm_sweep
+
+            summary = run_slurm_sweep(
+                config, args.output, settings, ensemble=args.ensemble, limit=args.limit,
+                threads=args.threads, wait=not args.no_wait, source=args.sweep,
+                max_points=args.max_points,
+            )
+            if args.no_wait:
+                return 0
+        else:
+            summary = run_sweep(
+                config,
+                args.output,
+                parallel=args.parallel,
+                limit=args.limit,
+                dry_run=args.dry_run,
+                threads=args.threads,
+                source=args.sweep,
+                max_points=args.max_points,
+                ensemble=args.ensemble,
+            )
         if args.dry_run:
             return 0
         parts = [

@@ -38,6 +38,7 @@ import torch
 
 from cfl_lightning.callbacks import MONITOR, EpochProgress
 from cfl_lightning.checkpoint_io import read_checkpoint
+from cfl_lightning.cluster_env import quiet_srun_hint, trainer_plugins
 from cfl_lightning.ensemble.checkpoint import LAST, LastCheckpoint
 from cfl_lightning.ensemble.module import CHECKPOINT_KEY, EnsembleLanguageModel
 from cfl_lightning.ensemble.results import write_member_results
@@ -130,6 +131,7 @@ def _fit(
     callbacks: list[pl.Callback] = [EpochProgress(names=("train/loss", MONITOR, "ensemble/live"))]
     if checkpoint is not None:
         callbacks.append(LastCheckpoint(checkpoint.parent, checkpoint.name))
+    quiet_srun_hint()  # one process
     trainer = pl.Trainer(
         max_epochs=settings.max_epochs,
         accelerator="gpu" if device.startswith("cuda") else "cpu",
@@ -141,6 +143,7 @@ def _fit(
         reload_dataloaders_every_n_epochs=1,
         num_sanity_val_steps=0,
         callbacks=callbacks,
+        plugins=trainer_plugins() or None,  # in a SLURM step: submitit owns requeueing
     )
     with _quiet_trainer():
         trainer.fit(module, ckpt_path=resume, weights_only=True)

@@ -45,7 +45,11 @@ from cfl_lightning.sweep.naming import point_hash
 from cfl_lightning.sweep.plan import SweepPoint, done_points, iter_plan
 from cfl_lightning.sweep.process import child_env, start_guarded, stop_all
 
-__all__ = ["run_sweep", "SweepSummary"]
+__all__ = ["run_sweep", "SweepSummary", "plan_tasks", "prepare_points", "write_sweep_record",
+           "SWEEP_RECORD"]
+
+#: the sweep a directory holds (its config and source), read by ``sweep DIR --status``
+SWEEP_RECORD = ".sweep.json"
 
 
 @dataclass
@@ -155,21 +159,22 @@ def run_sweep(
         parallel=parallel, limit=limit, ensemble=ensemble, max_points=max_points, source=source
     )
     if dry_run:
-        summary, tasks = _plan(config, output, total, say, write=False, **options)
+        summary, tasks = plan_tasks(config, output, total, say, write=False, **options)
         for task in tasks:
             where = ", ".join(str(p.directory) for p in task.points)
             note = f" (resumes {task.job.directory})" if task.job and task.job.resumed else ""
             say(f"{where}: {shlex.join(task.command)}{note}")
         return summary
     with lock_output(output, wait=lock_wait, say=say) as lock_fd:
-        summary, tasks = _plan(config, output, total, say, write=True, **options)
+        summary, tasks = plan_tasks(config, output, total, say, write=True, **options)
+        write_sweep_record(output, config, source)
         _Execution(summary, tasks, say, child_env(threads, launch_dir=Path.cwd()), lock_fd).run(
             parallel
         )
     return summary
 
 
-def _plan(
+def plan_tasks(
     config: Mapping[str, Any],
     output: Path,
     total: int,
@@ -220,6 +225,20 @@ def _plan(
         + (f"; {resumed} ensemble job(s) resume from their checkpoints" if resumed else "")
     )
     return summary, tasks
+
+
+def prepare_points(points: list[SweepPoint]) -> None:
+    """Before points run: set aside their earlier attempts, write their ``params.json``."""
+    for point in points:
+        set_aside(point.directory)
+        point.directory.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(point.directory / "params.json", json.dumps(point.params, indent=1) + "\n")
+
+
+def write_sweep_record(output: Path, config: Mapping[str, Any], source: str) -> None:
+    """``OUTPUT/.sweep.json``: the sweep's config and source (for ``sweep DIR --status``)."""
+    record = {"source": str(source), "config": config}
+    atomic_write_text(Path(output) / SWEEP_RECORD, json.dumps(record, indent=1, default=str) + "\n")
 
 
 class _Execution:
@@ -325,12 +344,7 @@ class _Execution:
     def start(self, task: _Task) -> None:
         """Clear the points' earlier attempts, write ``params.json`` and start the process."""
         try:
-            for point in task.points:
-                set_aside(point.directory)
-                point.directory.mkdir(parents=True, exist_ok=True)
-                atomic_write_text(
-                    point.directory / "params.json", json.dumps(point.params, indent=1) + "\n"
-                )
+            prepare_points(task.points)
             task.workdir.mkdir(parents=True, exist_ok=True)
             header = f"# {shlex.join(task.command)}\n"
             if task.job is None:
