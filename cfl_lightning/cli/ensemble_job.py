@@ -150,14 +150,22 @@ def build_member(name: str, args: list[str]) -> tuple[Any, Any]:
     """
     from cfl_lightning.cli.train import build_cli
     from cfl_lightning.ensemble.job import JobMember
+    from cfl_lightning.ensemble.member_logs import prepare_wandb
     from cfl_lightning.ensemble.settings import NotEnsembleable
+    from cfl_lightning.sweep.results import done_in_any_version
 
     cli = build_cli(list(args), run=False)
     config = cli.full_config()  # parsed once: results.json's config and the settings
     # the ``fit`` subcommand's own arguments (a member is built without a subcommand)
     config.setdefault("ckpt_path", None)
     config.setdefault("weights_only", None)
-    member = JobMember(name, cli.model, cli.datamodule, results_path(cli), config)
+    path = results_path(cli)
+    loggers: list[Any] = []
+    if not done_in_any_version(path):  # its own CSV log and W&B run, as its fit would have
+        loggers = list(cli.trainer.loggers)
+        prepare_wandb(loggers)
+        cli._log_hparams()
+    member = JobMember(name, cli.model, cli.datamodule, path, config, loggers)
     try:
         settings: Any = train_settings(config, cli.model)
     except NotEnsembleable as err:

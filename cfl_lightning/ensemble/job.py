@@ -40,6 +40,7 @@ from cfl_lightning.callbacks import MONITOR, EpochProgress
 from cfl_lightning.checkpoint_io import read_checkpoint
 from cfl_lightning.cluster_env import quiet_srun_hint, trainer_plugins
 from cfl_lightning.ensemble.checkpoint import LAST, LastCheckpoint
+from cfl_lightning.ensemble.member_logs import MemberLogs
 from cfl_lightning.ensemble.module import CHECKPOINT_KEY, EnsembleLanguageModel
 from cfl_lightning.ensemble.results import write_member_results
 from cfl_lightning.ensemble.settings import TrainSettings
@@ -67,6 +68,8 @@ class JobMember:
     datamodule: Any
     results_path: Path
     config: Mapping[str, Any] = field(default_factory=dict)
+    #: its run's loggers (CSV, W&B), fed by :class:`~cfl_lightning.ensemble.member_logs.MemberLogs`
+    loggers: list[Any] = field(default_factory=list)
 
     @property
     def done(self) -> bool:
@@ -117,6 +120,7 @@ def _fit(
         [m.model for m in members], [m.datamodule for m in members], settings, names=names,
         engine=engine,
     )
+    module.member_log = MemberLogs([m.loggers for m in members], module.val_history)
     resume = None
     if checkpoint is not None:
         saved = checkpoint_members(checkpoint)
@@ -145,11 +149,15 @@ def _fit(
         callbacks=callbacks,
         plugins=trainer_plugins() or None,  # in a SLURM step: submitit owns requeueing
     )
-    with _quiet_trainer():
-        trainer.fit(module, ckpt_path=resume, weights_only=True)
-        if trainer.interrupted:
-            raise KeyboardInterrupt
-        trainer.test(module, verbose=False)
+    try:
+        with _quiet_trainer():
+            trainer.fit(module, ckpt_path=resume, weights_only=True)
+            if trainer.interrupted:
+                raise KeyboardInterrupt
+            trainer.test(module, verbose=False)
+    except BaseException:
+        module.member_log.close("failed")
+        raise
     return module
 
 
@@ -161,8 +169,10 @@ def _write(member: JobMember, module: EnsembleLanguageModel, index: int, say: Sa
                              member.datamodule, outcome, kl_result, visits)
     except Exception as err:  # noqa: BLE001 - one member's file, reported alone
         traceback.print_exc()
+        module.member_log.finish(index, None, "failed")
         say(member.name, reason(err))
         return False
+    module.member_log.finish(index, member.results_path)
     say(member.name, None)
     return True
 

@@ -195,6 +195,9 @@ class EnsembleLanguageModel(pl.LightningModule):
         self._live_at_epoch_start = np.ones(members, dtype=bool)
         #: per member, ``val/kl_per_string`` after each epoch of this session
         self.val_history: list[list[float]] = [[] for _ in range(members)]
+        #: called after every training epoch with ``(epoch, live members, [M] train/loss,
+        #: [M] steps this epoch)`` (each member's own loggers: :mod:`.member_logs`), or None
+        self.member_log: Any = None
         #: ``(ids, losses)`` of every step (with ``record_steps``)
         self.step_log: list[tuple[np.ndarray, Tensor]] = []
         #: per member, ``(DecomposedKL result, [Q] state visits)`` of the last test, or
@@ -288,6 +291,10 @@ class EnsembleLanguageModel(pl.LightningModule):
         live = torch.as_tensor(self._live_at_epoch_start)
         if live.any():
             self.log("train/loss", float((sums[live] / steps[live]).mean()))
+        if self.member_log is not None:
+            losses = (sums.double().cpu() / steps.clamp_min(1)).tolist()
+            self.member_log(self.current_epoch, np.nonzero(live.cpu().numpy())[0].tolist(),
+                            losses, steps.tolist())
 
     # ------------------------------------------------------------------ validation
     def val_dataloader(self) -> Ticks:

@@ -29,7 +29,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
 
-from cfl_lightning.sweep.grid import check_grid_size
+from cfl_lightning.sweep.grid import SweepError, check_grid_size
 from cfl_lightning.sweep.jobs import parse_member_line
 from cfl_lightning.sweep.lock import SweepLocked, lock_output
 from cfl_lightning.sweep.process import child_env
@@ -45,7 +45,7 @@ from cfl_lightning.sweep.scheduler import (
 )
 from cfl_lightning.sweep.task import SlurmTask, failure_line, task_spec
 
-__all__ = ["run_slurm_sweep"]
+__all__ = ["run_slurm_sweep", "follow"]
 
 
 @dataclass
@@ -162,6 +162,36 @@ def run_slurm_sweep(
         _Watch(summary, watched, say, output, poll).run()
     else:
         summary.not_run = sum(len(w.points) for w in watched)
+    return summary
+
+
+def follow(
+    output: str | os.PathLike, summary: SweepSummary | None = None, *,
+    stream: TextIO | None = None, poll: float = 2.0,
+) -> SweepSummary:
+    """Follow the latest array of ``output`` until it has ended, as the waiting command does
+    (for an array submitted with ``wait=False``)."""
+    from cfl_lightning.sweep.plan import SweepPoint
+    from cfl_lightning.sweep.queue import array_records
+
+    stream = sys.stderr if stream is None else stream
+    output = Path(output).absolute()
+    records = array_records(output)
+    if not records:
+        raise SweepError(f"{output}: no SLURM array was submitted from here")
+    summary = summary or SweepSummary()
+    summary.not_run = 0
+    watched = []
+    for task in records[-1]["tasks"]:
+        points = [SweepPoint({}, name, output / name) for name in task["points"]]
+        out = None if task.get("job") is None else Path(task["job"]) / "members.out"
+        watched.append(_Watched(task["id"], points, Path(task["log"]), out))
+
+    def say(text: str) -> None:
+        stream.write(text + "\n")
+        stream.flush()
+
+    _Watch(summary, watched, say, output, poll).run()
     return summary
 
 

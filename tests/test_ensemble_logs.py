@@ -1,0 +1,118 @@
+"""Every ensemble member logs as its own fit would: a W&B run and a CSV log (issue 39; slow).
+
+Two points trained as one ensemble job (``sweep --ensemble 2``) and one of them fitted alone
+(``sweep --limit 1``), with ``WANDB_MODE=offline``; each member's offline run (read back with
+``wandb leet inspect --json``) and ``metrics.csv`` are checked against the plain fit's keys.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("WANDB_MODE", "disabled")  # before anything imports wandb
+
+import csv
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import REPO
+
+pytestmark = pytest.mark.slow
+
+GRID = """\
+name: logs
+method: grid
+parameters:
+  seed_everything:
+    values: [0, 1]
+  data.num_strings:
+    value: 30
+  data.count:
+    value: 60
+  data.val_strings:
+    value: 10
+  data.test_strings:
+    value: 10
+  trainer.max_epochs:
+    value: 2
+  model.init_args.param_budget:
+    value: 6000
+command:
+  - ${env}
+  - ${interpreter}
+  - -m
+  - cfl_lightning
+  - fit
+  - --config
+  - configs/parity_starfree.yaml
+  - ${args}
+"""
+WANDB_OWN = {"_runtime", "_step", "_timestamp"}
+
+
+def _wandb_run(point: Path) -> tuple[list[dict], dict]:
+    """``(history rows, merged config)`` of the point's one offline W&B run."""
+    (run,) = sorted((point / "wandb").glob("offline-run-*"))
+    wandb = shutil.which("wandb") or str(Path(sys.executable).with_name("wandb"))
+    out = subprocess.run([wandb, "leet", "inspect", "--json", str(run)], capture_output=True,
+                         text=True, timeout=120, check=True)
+    history, config = [], {}
+    for line in out.stdout.splitlines():
+        record = json.loads(line)
+        if record["type"] == "history":
+            history.append({k: v for k, v in record["history"]["item"].items()
+                            if k not in WANDB_OWN})
+        elif record["type"] == "config":
+            config.update(record["config"]["update"])
+    return history, config
+
+
+def _csv(point: Path) -> tuple[list[str], list[dict]]:
+    (path,) = point.glob("csv/version_*/metrics.csv")
+    with open(path, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    return list(rows[0].keys()), rows
+
+
+def test_each_ensemble_member_logs_a_wandb_run_and_a_csv_log_like_its_fit(tmp_path):
+    (tmp_path / "grid.yaml").write_text(GRID)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1",
+           "WANDB_MODE": "offline", "CFL_LIGHTNING_CACHE": str(tmp_path / "cache")}
+    for out, extra in (("ensemble", ["--ensemble", "2"]), ("plain", ["--limit", "1"])):
+        proc = subprocess.run(
+            [sys.executable, "-m", "cfl_lightning", "sweep", str(tmp_path / "grid.yaml"),
+             "--output", str(tmp_path / out), *extra],
+            cwd=REPO, env=env, capture_output=True, text=True, timeout=900,
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    (plain_point,) = [p for p in (tmp_path / "plain").iterdir() if (p / "params.json").exists()]
+    plain_history, plain_config = _wandb_run(plain_point)
+    plain_keys = set().union(*plain_history)
+    plain_columns, _ = _csv(plain_point)
+    members = sorted(p for p in (tmp_path / "ensemble").iterdir() if (p / "params.json").exists())
+    assert len(members) == 2
+    for point in members:
+        params = json.loads((point / "params.json").read_text())
+        results = json.loads(next(point.rglob("results.json")).read_text())
+        history, config = _wandb_run(point)
+        keys = set().union(*history)
+        assert keys <= plain_keys, keys - plain_keys  # nothing a plain fit would not log
+        assert {"epoch", "train/loss", "val/kl_per_string", "trainer/global_step",
+                "kl_total", "kl_target"} <= keys
+        assert "ensemble/live" not in keys  # the ensemble's own metrics stay in its job log
+        epochs = [row for row in history if "train/loss" in row]
+        assert len(epochs) == results["epochs"]
+        final = next(row for row in history if "kl_total" in row)
+        assert final["kl_total"] == pytest.approx(results["kl_total"], rel=1e-12)
+        # the sweep's parameters, in the config its fit logs
+        assert {"data", "model_hparams", "model_class"} <= set(config) <= set(plain_config)
+        assert config["data"]["num_strings"] == params["data.num_strings"]
+        columns, rows = _csv(point)
+        assert set(columns) <= set(plain_columns) and {"train/loss", "kl_total"} <= set(columns)
+        assert sum(1 for row in rows if row.get("train/loss")) == results["epochs"]
+        assert next(point.glob("csv/version_*/hparams.yaml")).is_file()
