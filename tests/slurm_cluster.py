@@ -174,9 +174,9 @@ def local_slurm(root: str | os.PathLike, *, cpus: int | None = None) -> Iterator
 
         def idle() -> bool:
             if any(p.poll() is not None for p in processes):
-                raise RuntimeError("local SLURM: a daemon exited: "
-                                   + (root / "log" / "slurmctld.log").read_text(errors="replace")[-2000:]
-                                   + (root / "log" / "slurmd.log").read_text(errors="replace")[-2000:])
+                logs = "".join((root / "log" / name).read_text(errors="replace")[-2000:]
+                               for name in ("slurmctld.log", "slurmd.log"))
+                raise RuntimeError("local SLURM: a daemon exited: " + logs)
             out = subprocess.run([_binary("sinfo"), "-h", "-o", "%t"], env=env,
                                  capture_output=True, text=True)
             return out.returncode == 0 and out.stdout.strip() in ("idle", "mix", "alloc")

@@ -232,7 +232,8 @@ def prepare_points(points: list[SweepPoint]) -> None:
     for point in points:
         set_aside(point.directory)
         point.directory.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(point.directory / "params.json", json.dumps(point.params, indent=1) + "\n")
+        text = json.dumps(point.params, indent=1) + "\n"
+        atomic_write_text(point.directory / "params.json", text)
 
 
 def write_sweep_record(output: Path, config: Mapping[str, Any], source: str) -> None:
