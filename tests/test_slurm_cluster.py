@@ -146,3 +146,29 @@ def test_a_grid_on_slurm_equals_the_local_runner_after_a_scancel_and_a_resubmiss
             for point, result in cluster.items():
                 assert math.isclose(result["kl_total"], plain[point]["kl_total"], rel_tol=0.05)
     print(f"SLURM end-to-end: {time.monotonic() - started:.0f} s")
+
+
+def test_a_preempted_ensemble_task_is_requeued_and_resumes_from_its_checkpoint(slurm, tmp_path):
+    """SIGUSR2 (what SLURM sends before a time limit or at a preemption) to a running ensemble
+    task: submitit checkpoints and requeues it, and the job resumes after its last epoch."""
+    grid = GRID.replace("values: [30, 40]", "value: 30").replace(
+        "trainer.max_epochs:\n    value: 2", "trainer.max_epochs:\n    value: 40\n"
+        "  early_stopping.patience:\n    value: 100")
+    (tmp_path / "grid.yaml").write_text(grid)
+    env = _env(slurm, tmp_path)
+    out = tmp_path / "out"
+    proc = _sweep(env, tmp_path, out, "--executor", "slurm", "--ensemble", "4")
+    deadline = time.monotonic() + 600
+    while not list(out.glob(".ensembles/*/checkpoints/last.ckpt")):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+        time.sleep(0.1)
+    record = json.loads(next(out.glob(".slurm/arrays/*.json")).read_text())
+    (task,) = record["tasks"]
+    subprocess.run(["scancel", "--signal=USR2", task["id"]], env=env, check=True)
+    err = proc.stderr.read()
+    assert proc.wait(timeout=900) == 0, err
+    assert "4 done, 0 skipped (already done), 0 failed of 4 points" in err
+    job_log = next(out.glob(".ensembles/*/job.log")).read_text()
+    assert "resuming 4 members from" in job_log, job_log[-3000:]
+    results = _results(out)
+    assert len(results) == 4 and all(r["epochs"] == 40 for r in results.values())

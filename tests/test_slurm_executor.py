@@ -251,3 +251,20 @@ def test_a_single_process_fit_on_a_login_node_does_not_print_the_srun_hint(
     assert not any("srun" in str(w.message) for w in seen)
     assert not cluster_env.single_process({"devices": 2})
     assert not cluster_env.single_process({"num_nodes": 2})
+
+
+def test_a_failing_squeue_is_never_read_as_tasks_that_ended(tmp_path, fake_slurm):
+    out = tmp_path / "out"
+    _point(out, "x1_aaaa", {"x": 1}, log="# started\n")
+    record = out / ".slurm" / "arrays" / "7.json"
+    record.parent.mkdir(parents=True)
+    record.write_text(json.dumps({"array": "7", "submitted": "x", "tasks": [
+        {"id": "7_0", "points": ["x1_aaaa"], "log": "l", "job": None}]}))
+    _tool(fake_slurm, "squeue", "echo 'slurm_load_jobs error: timeout' >&2; exit 1")
+    result = run_cli("sweep", out, "--status")
+    assert result.returncode == 2 and "squeue failed" in result.stderr
+    result = _sweep(tmp_path, "--executor", "slurm")  # nor submitted over a running array
+    assert result.returncode == 2 and "squeue failed" in result.stderr
+    assert not any(c.startswith("sbatch") for c in _calls(fake_slurm))
+    _tool(fake_slurm, "squeue", 'echo "7_0|RUNNING"')  # negative control: squeue answers
+    assert run_cli("sweep", out, "--status").returncode == 0

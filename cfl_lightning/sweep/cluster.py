@@ -210,6 +210,9 @@ class _Watch:
         try:
             while not all(t.ended for t in self.tasks):
                 states = queue_states([self.array])
+                if states is None:  # squeue failed this time: nothing is known, ask again
+                    time.sleep(self.poll)
+                    continue
                 for task in self.tasks:
                     if not task.ended:
                         self.update(task, states.get(task.id))
@@ -243,6 +246,8 @@ class _Watch:
             return
         try:
             with open(task.out, "rb") as handle:
+                if handle.seek(0, os.SEEK_END) < task.read:
+                    task.read = 0  # a requeued task started the file again
                 handle.seek(task.read)
                 data = handle.read()
         except OSError:

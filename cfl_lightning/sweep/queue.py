@@ -58,11 +58,12 @@ def array_records(output: Path) -> list[dict[str, Any]]:
     return sorted(records, key=lambda r: (str(r.get("submitted", "")), str(r.get("array"))))
 
 
-def queue_states(arrays: Iterable[str]) -> dict[str, str]:
-    """``{task id: state}`` of the given arrays' tasks that ``squeue`` still lists.
+def queue_states(arrays: Iterable[str]) -> dict[str, str] | None:
+    """``{task id: state}`` of the given arrays' tasks that ``squeue`` still lists, or None when
+    ``squeue`` fails (then nothing is known: a caller must not take the tasks as ended).
 
     Ended tasks stay listed for the cluster's ``MinJobAge`` (COMPLETED, CANCELLED...), then
-    vanish. Returns an empty mapping when ``squeue`` cannot be run.
+    vanish.
     """
     wanted = {str(a) for a in arrays}
     if not wanted:
@@ -73,7 +74,9 @@ def queue_states(arrays: Iterable[str]) -> dict[str, str]:
             capture_output=True, text=True, timeout=120,
         )
     except (OSError, subprocess.TimeoutExpired):
-        return {}
+        return None
+    if out.returncode != 0:
+        return None
     states = {}
     for line in out.stdout.splitlines():
         task, _, state = line.strip().partition("|")
@@ -86,6 +89,11 @@ def active_tasks(output: Path) -> dict[str, list[str]]:
     """``{array id: [task ids]}`` of the sweep's arrays with tasks still queued or running."""
     records = array_records(output)
     states = queue_states(str(r["array"]) for r in records)
+    if states is None:
+        from cfl_lightning.sweep.grid import SweepError
+
+        raise SweepError(f"{output}: squeue failed, so whether its earlier SLURM arrays still "
+                         "run is unknown; try again")
     active: dict[str, list[str]] = {}
     for task, state in states.items():
         if state not in ENDED:

@@ -78,6 +78,8 @@ def point_states(output: str | os.PathLike) -> list[tuple[str, SweepPoint, str]]
             for name in task.get("points", []):
                 tasks[name] = task  # the latest array wins
     states = queue_states({str(r["array"]) for r in records})
+    if states is None:
+        raise SweepError(f"{output}: squeue failed; the states of its SLURM tasks are unknown")
     local = _locally_locked(output)
     rows = []
     for point in _points(output):

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import time
 from collections.abc import Mapping
@@ -162,8 +163,6 @@ def _report(spec: Mapping[str, Any], todo: list[dict[str, Any]], code: int) -> d
     if job is not None and code == 0 and all(
         find_results(Path(p)) is not None for p in job["points"]
     ):
-        import shutil
-
         shutil.rmtree(job["checkpoint_dir"], ignore_errors=True)
     return status
 
