@@ -268,3 +268,20 @@ def test_a_failing_squeue_is_never_read_as_tasks_that_ended(tmp_path, fake_slurm
     assert not any(c.startswith("sbatch") for c in _calls(fake_slurm))
     _tool(fake_slurm, "squeue", 'echo "7_0|RUNNING"')  # negative control: squeue answers
     assert run_cli("sweep", out, "--status").returncode == 0
+
+
+def test_fit_on_a_login_node_with_srun_prints_no_srun_hint(tmp_path, monkeypatch):
+    """``fit`` (one process) with ``srun`` on PATH: Lightning's hint was printed twice before."""
+    from tests.helpers import tiny_args
+
+    (tmp_path / "srun").write_text("#!/bin/sh\n")
+    (tmp_path / "srun").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    for name in ("SLURM_NTASKS", "SLURM_JOB_ID", "SLURM_JOB_NAME"):
+        monkeypatch.delenv(name, raising=False)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        result = run_cli("fit", *tiny_args(tmp_path / "run"))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert not [w for w in seen if "srun" in str(w.message)]
+    assert "srun" not in result.stderr
