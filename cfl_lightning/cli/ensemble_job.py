@@ -152,7 +152,7 @@ def build_member(name: str, args: list[str]) -> tuple[Any, Any]:
     from cfl_lightning.ensemble.job import JobMember
     from cfl_lightning.ensemble.member_logs import prepare_wandb
     from cfl_lightning.ensemble.settings import NotEnsembleable
-    from cfl_lightning.sweep.results import done_in_any_version
+    from cfl_lightning.results import done_in_any_version
 
     cli = build_cli(list(args), run=False)
     config = cli.full_config()  # parsed once: results.json's config and the settings

@@ -68,7 +68,7 @@ class JobMember:
     datamodule: Any
     results_path: Path
     config: Mapping[str, Any] = field(default_factory=dict)
-    #: its run's loggers (CSV, W&B), fed by :class:`~cfl_lightning.ensemble.member_logs.MemberLogs`
+    #: its run's loggers (CSV, W&B), fed by :class:`.member_logs.MemberLogs`
     loggers: list[Any] = field(default_factory=list)
 
     @property

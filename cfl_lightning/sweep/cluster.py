@@ -35,7 +35,7 @@ from cfl_lightning.sweep.lock import SweepLocked, lock_output
 from cfl_lightning.sweep.process import child_env
 from cfl_lightning.sweep.queue import ENDED, SLURM_DIR, queue_states, task_log, write_record
 from cfl_lightning.sweep.queue import active_tasks
-from cfl_lightning.sweep.results import find_results
+from cfl_lightning.results import find_results
 from cfl_lightning.sweep.runner import SweepSummary, plan_tasks, prepare_points, write_sweep_record
 from cfl_lightning.sweep.scheduler import (
     SchedulerSettings,

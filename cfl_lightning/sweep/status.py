@@ -29,7 +29,7 @@ from cfl_lightning.sweep.grid import SweepError
 from cfl_lightning.sweep.lock import LOCK_NAME
 from cfl_lightning.sweep.plan import SweepPoint, iter_plan
 from cfl_lightning.sweep.queue import ENDED, array_records, queue_states, task_log
-from cfl_lightning.sweep.results import find_results
+from cfl_lightning.results import find_results
 from cfl_lightning.sweep.runner import SWEEP_RECORD
 from cfl_lightning.sweep.task import failure_line
 

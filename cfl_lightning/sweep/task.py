@@ -33,7 +33,7 @@ from typing import Any
 from cfl_lightning.io import atomic_write_text
 from cfl_lightning.sweep.jobs import parse_member_line
 from cfl_lightning.sweep.process import start_guarded, stop_all
-from cfl_lightning.sweep.results import find_results, results_files, results_problem, set_aside
+from cfl_lightning.results import find_results, results_files, results_problem, set_aside
 
 __all__ = ["SlurmTask", "task_spec", "run_task", "failure_line", "last_line", "FAILED"]
 
