@@ -7,7 +7,8 @@ A point is
   (``squeue``), or, for a local runner that holds ``DIR/.sweep.lock``, it has a ``run.log`` and
   no result yet (running) or nothing yet (pending);
 * **failed**: its ``run.log`` ends with ``# FAILED: reason`` (written by the local runner or the
-  SLURM task), or its SLURM task ended without a result;
+  SLURM task), or its task in the latest SLURM array ended without a result (cancelled, killed,
+  out of memory; also before the run started);
 * **pending** otherwise (never started, or interrupted: the next ``sweep`` runs it).
 
 The grid comes from ``DIR/.sweep.json`` (written by every runner); without it, from the point
@@ -93,9 +94,10 @@ def point_states(output: str | os.PathLike) -> list[tuple[str, SweepPoint, str]]
             rows.append((kind, point, f"SLURM task {task['id']} {state}; log: {log}"))
         elif (why := failure_line(log)) is not None:
             rows.append(("failed", point, f"{why}; log: {log}"))
-        elif task is not None and log.exists():
+        elif task is not None:  # its task ended (maybe cancelled before the run started)
+            where = f"log: {log}; " if log.exists() else ""
             rows.append(("failed", point, f"SLURM task {task['id']} ended without a results.json; "
-                         f"log: {log}; task log: {task_log(output, task['id'])}"))
+                         f"{where}task log: {task_log(output, task['id'])}"))
         elif local and log.exists():
             rows.append(("running", point, f"log: {log}"))
         else:
