@@ -80,11 +80,21 @@ def _lookup(index: dict[str, int], name: Any, what: str) -> int:
     return index[name]
 
 
+def _label(arc: Any, k: int) -> str:
+    """``transition 'q' top '(' --')'--> (transitions[2])``: a transition by its source, top and
+    symbol, with its place in the file's list (counted from 0)."""
+    if not isinstance(arc, Mapping):
+        return f"transitions[{k}]"
+    top = "-" if arc.get("top") is None else repr(arc.get("top"))
+    return (f"transition {arc.get('source')!r} top {top} --{arc.get('symbol')!r}--> "
+            f"(transitions[{k}])")
+
+
 def _arc(arc: Any, k: int, ix: dict[str, dict[str, int]], where: str) -> tuple[int, ...]:
     """One transition as ``(source, top, symbol, target, action)`` indices."""
     if not isinstance(arc, Mapping) or not set(_REQUIRED) <= set(arc):
-        raise PDAError(f"{where}transition #{k} must have keys {', '.join(_REQUIRED)}")
-    at = f"{where}transition #{k}: unknown"
+        raise PDAError(f"{where}{_label(arc, k)} must have keys {', '.join(_REQUIRED)}")
+    at = f"{where}{_label(arc, k)}: unknown"
     src = _lookup(ix["state"], arc["source"], f"{at} source state")
     dst = _lookup(ix["state"], arc["target"], f"{at} target state")
     sym = _lookup(ix["symbol"], arc["symbol"], f"{at} symbol")
@@ -92,9 +102,9 @@ def _arc(arc: Any, k: int, ix: dict[str, dict[str, int]], where: str) -> tuple[i
     top = g if arc["top"] is None else _lookup(ix["stack"], arc["top"], f"{at} stack top")
     pop = arc.get("pop", False)
     if not isinstance(pop, bool):
-        raise PDAError(f"{where}transition #{k}: 'pop' must be true or false, got {pop!r}")
+        raise PDAError(f"{where}{_label(arc, k)}: 'pop' must be true or false, got {pop!r}")
     if pop and arc.get("push") is not None:
-        raise PDAError(f"{where}transition #{k}: both push and pop (one stack action per step)")
+        raise PDAError(f"{where}{_label(arc, k)}: both push and pop (one stack action per step)")
     if pop:
         act = POP
     elif arc.get("push") is not None:
@@ -149,10 +159,10 @@ def pda_from_dict(data: Mapping[str, Any], *, source: str | None = None) -> dict
             raise PDAError(
                 f"{where}nondeterminism: state {states[src]!r} with top "
                 f"{'-' if arc['top'] is None else arc['top']!r} has two transitions on symbol "
-                f"{alphabet[sym]!r} (transition #{k})"
+                f"{alphabet[sym]!r} (transitions[{k}])"
             )
         target[src, top, sym], action[src, top, sym] = dst, act
-        weights[src, top, sym] = _number(arc["weight"], f"{where}weight of transition #{k}")
+        weights[src, top, sym] = _number(arc["weight"], f"{where}weight of {_label(arc, k)}")
     return dict(
         states=states, alphabet=alphabet, stack_alphabet=stack, target=target, action=action,
         weights=weights, final=final, initial=initial,
