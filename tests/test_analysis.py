@@ -490,7 +490,7 @@ def test_offline_sweeps_then_analyze_end_to_end(tmp_path):
     assert "4 done, 0 skipped (already done), 0 failed of 4 points" in done.stderr
     done = cli("sweep", str(corr), "--output", str(out / "corr"), "--parallel", "2", env=env)
     assert done.returncode == 0, done.stderr
-    runs = sorted((out / "causal").iterdir())
+    runs = sorted(p for p in (out / "causal").iterdir() if p.is_dir())  # .sweep.json beside
     assert len(runs) == 4 and all((r / "params.json").is_file() for r in runs)
     assert all(len(list(r.rglob("results.json"))) == 1 for r in runs)
     # resumable: nothing left to do
