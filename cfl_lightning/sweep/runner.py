@@ -41,6 +41,7 @@ from cfl_lightning.sweep.command import build_command
 from cfl_lightning.sweep.grid import check_grid_size
 from cfl_lightning.sweep.jobs import EnsembleJob, parse_member_line, plan_jobs
 from cfl_lightning.sweep.lock import lock_output
+from cfl_lightning.sweep.logfile import append_line, last_line
 from cfl_lightning.sweep.naming import point_hash
 from cfl_lightning.sweep.plan import SweepPoint, done_points, iter_plan
 from cfl_lightning.sweep.process import child_env, start_guarded, stop_all
@@ -78,29 +79,6 @@ class _Task:
     started: float = 0.0
     read: int = 0  # bytes of the job's members.out already parsed
     reported: set[str] = field(default_factory=set)
-
-
-def _last_line(path: Path) -> str:
-    """The last non-empty line of a log that is not a runner/guard comment, shortened."""
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(max(handle.seek(0, os.SEEK_END) - 8192, 0))
-            lines = handle.read().decode("utf-8", "replace").splitlines()
-    except OSError:
-        return ""
-    for line in reversed(lines):
-        line = line.strip()
-        if line and not line.startswith("#"):
-            return line[:240]
-    return ""
-
-
-def _append(path: Path, text: str) -> None:
-    try:
-        with open(path, "a", encoding="utf-8") as handle:
-            handle.write(text.rstrip("\n") + "\n")
-    except OSError:
-        pass
 
 
 def run_sweep(
@@ -320,7 +298,7 @@ class _Execution:
             return
         self.summary.failed.append(point.name)
         log = point.directory / "run.log"
-        _append(log, f"# FAILED: {detail}")
+        append_line(log, f"# FAILED: {detail}")
         # (no progress here: the line ends with the log's path; the next start line has it)
         self.say(f"[{self.finished}/{self.count}] FAILED {point.name} ({detail}); log: {log}")
 
@@ -421,14 +399,14 @@ class _Execution:
             elif code == 0:
                 self.report_done(task, point)
             else:
-                last = _last_line(task.log)
+                last = last_line(task.log)
                 self.report(
                     point, False, f"exit {code}" + (f": {last}" if last else ""),
                     time.monotonic() - task.started,
                 )
             return
         self.read_members(task)
-        last = _last_line(task.log)
+        last = last_line(task.log)
         for point in task.points:
             if point.name in task.reported:
                 continue

@@ -32,6 +32,7 @@ from typing import Any
 
 from cfl_lightning.io import atomic_write_text
 from cfl_lightning.sweep.jobs import parse_member_line
+from cfl_lightning.sweep.logfile import append_line, last_line
 from cfl_lightning.sweep.process import start_guarded, stop_all
 from cfl_lightning.results import find_results, results_files, results_problem, set_aside
 
@@ -62,21 +63,6 @@ def task_spec(
     return spec
 
 
-def last_line(path: Path) -> str:
-    """The last non-empty line of a log that is not a runner/guard comment, shortened."""
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(max(handle.seek(0, os.SEEK_END) - 8192, 0))
-            lines = handle.read().decode("utf-8", "replace").splitlines()
-    except OSError:
-        return ""
-    for line in reversed(lines):
-        line = line.strip()
-        if line and not line.startswith("#"):
-            return line[:240]
-    return ""
-
-
 def failure_line(run_log: Path) -> str | None:
     """The reason of the last ``# FAILED: ...`` line of a point's ``run.log``, else None."""
     try:
@@ -89,14 +75,6 @@ def failure_line(run_log: Path) -> str | None:
         if line.strip():
             return line[len(FAILED):].strip() if line.startswith(FAILED) else None
     return None
-
-
-def _append(path: Path, text: str) -> None:
-    try:
-        with open(path, "a", encoding="utf-8") as handle:
-            handle.write(text.rstrip("\n") + "\n")
-    except OSError:
-        pass
 
 
 def _prepare(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -159,7 +137,7 @@ def _report(spec: Mapping[str, Any], todo: list[dict[str, Any]], code: int) -> d
         else:
             why = f"exit {code}" + (f": {last}" if last else "")
         status[point["name"]] = why
-        _append(directory / "run.log", FAILED + why)
+        append_line(directory / "run.log", FAILED + why)
     if job is not None and code == 0 and all(
         find_results(Path(p)) is not None for p in job["points"]
     ):

@@ -1,0 +1,36 @@
+"""Reading and appending the plain-text logs of sweep points (``run.log``, ``job.log``).
+
+Both executors (the local runner and a SLURM task) read a log's last line for the status line and
+append ``# ...`` comment lines to it; the rules live here once.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = ["last_line", "append_line"]
+
+
+def last_line(path: Path) -> str:
+    """The last non-empty line of a log that is not a runner/guard comment, shortened."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(max(handle.seek(0, os.SEEK_END) - 8192, 0))
+            lines = handle.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return ""
+    for line in reversed(lines):
+        line = line.strip()
+        if line and not line.startswith("#"):
+            return line[:240]
+    return ""
+
+
+def append_line(path: Path, text: str) -> None:
+    """Append ``text`` as one line to ``path``; a log that cannot be written is left as it is."""
+    try:
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(text.rstrip("\n") + "\n")
+    except OSError:
+        pass
