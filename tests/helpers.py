@@ -21,7 +21,7 @@ __all__ = [
     "short_pfsa", "check_split_law_by_position", "CliResult", "exit_status", "run_cli", "cli_env",
     "alive", "survivors", "wait_for", "on_path", "package_graph", "offenders",
     "SYMBOLS", "STATES", "result", "write_results", "records", "synthetic_runs",
-    "correlational_run", "tiny_args",
+    "correlational_run", "tiny_args", "tiny_fit_grid",
 ]
 
 REPO = Path(__file__).resolve().parents[1]
@@ -378,3 +378,41 @@ def tiny_args(root: Path, *extra: str) -> list[str]:
         "--trainer.enable_model_summary=false",
         *extra,
     ]
+
+
+def tiny_fit_grid(name: str, seeds: str, num_strings: str) -> str:
+    """A W&B grid file (its text) of two-epoch fits on the case (i) config, each in seconds.
+
+    Args:
+        name: the sweep's ``name``.
+        seeds: the YAML of ``seed_everything`` (``"values: [0, 1]"``).
+        num_strings: the YAML of ``data.num_strings`` (``"value: 30"``, ``"values: [30, 40]"``).
+    """
+    return f"""\
+name: {name}
+method: grid
+parameters:
+  seed_everything:
+    {seeds}
+  data.num_strings:
+    {num_strings}
+  data.count:
+    value: 60
+  data.val_strings:
+    value: 10
+  data.test_strings:
+    value: 10
+  trainer.max_epochs:
+    value: 2
+  model.init_args.param_budget:
+    value: 6000
+command:
+  - ${{env}}
+  - ${{interpreter}}
+  - -m
+  - cfl_lightning
+  - fit
+  - --config
+  - configs/parity_starfree.yaml
+  - ${{args}}
+"""

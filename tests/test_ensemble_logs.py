@@ -20,38 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO
+from tests.helpers import REPO, tiny_fit_grid
 
 pytestmark = pytest.mark.slow
 
-GRID = """\
-name: logs
-method: grid
-parameters:
-  seed_everything:
-    values: [0, 1]
-  data.num_strings:
-    value: 30
-  data.count:
-    value: 60
-  data.val_strings:
-    value: 10
-  data.test_strings:
-    value: 10
-  trainer.max_epochs:
-    value: 2
-  model.init_args.param_budget:
-    value: 6000
-command:
-  - ${env}
-  - ${interpreter}
-  - -m
-  - cfl_lightning
-  - fit
-  - --config
-  - configs/parity_starfree.yaml
-  - ${args}
-"""
+GRID = tiny_fit_grid("logs", "values: [0, 1]", "value: 30")
 WANDB_OWN = {"_runtime", "_step", "_timestamp"}
 
 

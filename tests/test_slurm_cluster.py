@@ -28,39 +28,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO
+from tests.helpers import REPO, tiny_fit_grid
 from tests.slurm_cluster import cannot_start, local_slurm
 
 pytestmark = pytest.mark.slow
 
-GRID = """\
-name: tiny
-method: grid
-parameters:
-  seed_everything:
-    values: [0, 1, 2, 3]
-  data.num_strings:
-    values: [30, 40]
-  data.count:
-    value: 60
-  data.val_strings:
-    value: 10
-  data.test_strings:
-    value: 10
-  trainer.max_epochs:
-    value: 2
-  model.init_args.param_budget:
-    value: 6000
-command:
-  - ${env}
-  - ${interpreter}
-  - -m
-  - cfl_lightning
-  - fit
-  - --config
-  - configs/parity_starfree.yaml
-  - ${args}
-"""
+GRID = tiny_fit_grid("tiny", "values: [0, 1, 2, 3]", "values: [30, 40]")
 # what differs between two runs of the same point whatever runs them
 VOLATILE = ("config", "log_dir", "train_time_s", "train_time_resumed_s")
 
