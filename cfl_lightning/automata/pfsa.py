@@ -23,19 +23,17 @@ A state missing from ``"final"`` has final weight 0. State and symbol indices fo
 
 from __future__ import annotations
 
-import json
 import math
-import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
 from torch import Tensor
 
+from cfl_lightning.automata.basics import AutomatonBasics
 from cfl_lightning.automata.diagram import Arc, Diagram
 from cfl_lightning.automata.pfsa_walk import state_walk
 from cfl_lightning.errors import PFSAError
-from cfl_lightning.io import atomic_write_text, read_json
 
 __all__ = ["PFSA", "NORMALIZATION_TOLERANCE", "RESERVED_SYMBOLS", "check_names"]
 
@@ -80,7 +78,7 @@ def check_names(states: Sequence[str], alphabet: Sequence[str], where: str = "")
             )
 
 
-class PFSA:
+class PFSA(AutomatonBasics):
     """A probabilistic deterministic finite-state automaton (the automaton protocol's ``"pfsa"``).
 
     As an :class:`~cfl_lightning.automata.protocol.Automaton` its position classes are its
@@ -105,6 +103,7 @@ class PFSA:
 
     kind = "pfsa"
     class_label = "state"
+    error = PFSAError
 
     def __init__(
         self,
@@ -131,19 +130,6 @@ class PFSA:
 
     # ------------------------------------------------------------------ basic properties
     @property
-    def num_states(self) -> int:
-        return len(self.states)
-
-    @property
-    def num_symbols(self) -> int:
-        return len(self.alphabet)
-
-    @property
-    def eos(self) -> int:
-        """Index of EOS in next-symbol distributions (``|S|``, i.e. last)."""
-        return len(self.alphabet)
-
-    @property
     def device(self) -> torch.device:
         return self.next_state.device
 
@@ -164,13 +150,13 @@ class PFSA:
         try:
             return self.states.index(name)
         except ValueError:
-            raise PFSAError(f"{self._where()}unknown state {name!r}") from None
+            raise PFSAError(f"{self.where()}unknown state {name!r}") from None
 
     def symbol_index(self, name: str) -> int:
         try:
             return self.alphabet.index(name)
         except ValueError:
-            raise PFSAError(f"{self._where()}unknown symbol {name!r}") from None
+            raise PFSAError(f"{self.where()}unknown symbol {name!r}") from None
 
     # ------------------------------------------------------------------ distributions
     def next_symbol_probs(self) -> Tensor:
@@ -328,9 +314,6 @@ class PFSA:
         return ok
 
     # ------------------------------------------------------------------ validation
-    def _where(self) -> str:
-        return f"{self.source}: " if self.source else ""
-
     def validate(self) -> None:
         """Check shapes, weights, normalization and termination.
 
@@ -341,7 +324,7 @@ class PFSA:
                 target index out of range, or a reachable state from which the automaton cannot
                 terminate.
         """
-        where = self._where()
+        where = self.where()
         q, s = self.num_states, self.num_symbols
         if q == 0:
             raise PFSAError(f"{where}the automaton has no states")
@@ -488,21 +471,6 @@ class PFSA:
                 arc["weight"], f"{where}weight of transition {arc['source']!r} --{sym}-->"
             )
         return cls(states, alphabet, next_state, weights, final, initial, source=source)
-
-    def to_json(self, path: str | os.PathLike) -> None:
-        """Write the JSON interchange form to ``path`` atomically."""
-        atomic_write_text(path, json.dumps(self.to_dict(), indent=1) + "\n")
-
-    @classmethod
-    def from_json(cls, path: str | os.PathLike) -> PFSA:
-        """Read and validate an automaton from a JSON file.
-
-        Raises:
-            PFSAError: the file is missing, is not valid JSON, or describes an invalid automaton.
-        """
-        name = os.fspath(path)
-        data = read_json(name, error=PFSAError, what="automaton")
-        return cls.from_dict(data, source=name)
 
     def __repr__(self) -> str:
         return (

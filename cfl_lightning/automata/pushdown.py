@@ -24,8 +24,6 @@ Position classes are the pairs (state, top): class ``c = q * (G + 1) + t``, name
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -33,12 +31,12 @@ import torch
 from torch import Tensor
 
 from cfl_lightning.automata import pushdown_annotate, pushdown_events, pushdown_fixpoint
+from cfl_lightning.automata.basics import AutomatonBasics
 from cfl_lightning.automata.pushdown_fixpoint import KEEP, POP
 from cfl_lightning.automata.loading import register_automaton_kind
 from cfl_lightning.automata.pushdown_json import pda_arcs, pda_from_dict, pda_to_dict, pda_to_dot
 from cfl_lightning.automata.pushdown_validate import check_tables, check_termination
 from cfl_lightning.errors import PDAError
-from cfl_lightning.io import atomic_write_text, read_json
 
 if TYPE_CHECKING:
     from cfl_lightning.automata.events import Event
@@ -46,7 +44,7 @@ if TYPE_CHECKING:
 __all__ = ["PushdownAutomaton", "KEEP", "POP"]
 
 
-class PushdownAutomaton:
+class PushdownAutomaton(AutomatonBasics):
     """A real-time deterministic probabilistic pushdown automaton (the :class:`Automaton` seam).
 
     Args:
@@ -64,6 +62,7 @@ class PushdownAutomaton:
 
     kind = "pushdown"
     class_label = "state/top"
+    error = PDAError
 
     def __init__(
         self,
@@ -95,14 +94,6 @@ class PushdownAutomaton:
 
     # ------------------------------------------------------------------ sizes and device
     @property
-    def num_states(self) -> int:
-        return len(self.states)
-
-    @property
-    def num_symbols(self) -> int:
-        return len(self.alphabet)
-
-    @property
     def num_stack(self) -> int:
         """``G``, the number of stack symbols (the empty-stack top has index ``G``)."""
         return len(self.stack_alphabet)
@@ -110,10 +101,6 @@ class PushdownAutomaton:
     @property
     def num_classes(self) -> int:
         return self.num_states * (self.num_stack + 1)
-
-    @property
-    def eos(self) -> int:
-        return len(self.alphabet)
 
     @property
     def device(self) -> torch.device:
@@ -126,10 +113,6 @@ class PushdownAutomaton:
             self.action.to(device), self.weights.to(device), self.final.to(device), self.initial,
             validate=False, source=self.source,
         )  # fmt: skip
-
-    def where(self) -> str:
-        """``"FILE: "`` for error messages, or ``""``."""
-        return f"{self.source}: " if self.source else ""
 
     # ------------------------------------------------------------------ position classes
     @property
@@ -235,16 +218,6 @@ class PushdownAutomaton:
     def from_dict(cls, data: Mapping[str, Any], *, source: str | None = None) -> PushdownAutomaton:
         """Build (and validate) an automaton from its JSON form."""
         return cls(**pda_from_dict(data, source=source), source=source)
-
-    def to_json(self, path: str | os.PathLike) -> None:
-        """Write the JSON form to ``path`` atomically."""
-        atomic_write_text(path, json.dumps(self.to_dict(), indent=1) + "\n")
-
-    @classmethod
-    def from_json(cls, path: str | os.PathLike) -> PushdownAutomaton:
-        """Read and validate an automaton from a JSON file (PDAError on any problem)."""
-        name = os.fspath(path)
-        return cls.from_dict(read_json(name, error=PDAError, what="automaton"), source=name)
 
     def to_dot(self) -> str:
         """Graphviz source; edges labelled ``symbol, TOP/push Y`` (or ``pop``, ``keep``)."""
