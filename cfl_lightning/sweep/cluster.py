@@ -32,6 +32,7 @@ from typing import Any, TextIO
 from cfl_lightning.sweep.grid import SweepError, check_grid_size
 from cfl_lightning.sweep.jobs import parse_member_line
 from cfl_lightning.sweep.lock import SweepLocked, lock_output
+from cfl_lightning.sweep.logfile import read_new_lines
 from cfl_lightning.sweep.process import child_env
 from cfl_lightning.sweep.queue import ENDED, SLURM_DIR, queue_states, task_log, write_record
 from cfl_lightning.sweep.queue import active_tasks
@@ -244,17 +245,11 @@ class _Watch:
     def read_members(self, task: _Watched) -> None:
         if task.out is None:
             return
-        try:
-            with open(task.out, "rb") as handle:
-                if handle.seek(0, os.SEEK_END) < task.read:
-                    task.read = 0  # a requeued task started the file again
-                handle.seek(task.read)
-                data = handle.read()
-        except OSError:
+        got = read_new_lines(task.out, task.read, restarts=True)  # a requeued task restarts it
+        if got is None:
             return
-        complete = data[: data.rfind(b"\n") + 1]
-        task.read += len(complete)
-        for line in complete.decode("utf-8", "replace").splitlines():
+        lines, task.read = got
+        for line in lines:
             parsed = parse_member_line(line)
             point = next((p for p in task.points if parsed and p.name == parsed[1]), None)
             if point is not None and point.name not in task.reported:

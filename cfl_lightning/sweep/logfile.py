@@ -1,7 +1,8 @@
 """Reading and appending the plain-text logs of sweep points (``run.log``, ``job.log``).
 
 Both executors (the local runner and a SLURM task) read a log's last line for the status line and
-append ``# ...`` comment lines to it; the rules live here once.
+append ``# ...`` comment lines to it; the local runner and the SLURM submitter read an ensemble
+job's ``members.out`` as it grows. The rules live here once.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["last_line", "append_line"]
+__all__ = ["last_line", "append_line", "read_new_lines"]
 
 
 def last_line(path: Path) -> str:
@@ -34,3 +35,31 @@ def append_line(path: Path, text: str) -> None:
             handle.write(text.rstrip("\n") + "\n")
     except OSError:
         pass
+
+
+def read_new_lines(
+    path: Path, offset: int, *, restarts: bool = False
+) -> tuple[list[str], int] | None:
+    """The complete lines written to ``path`` since byte ``offset``, and the offset after them.
+
+    A line still being written (no newline yet) is left for the next read.
+
+    Args:
+        path: a file that a running process appends lines to (an ensemble job's ``members.out``).
+        offset: the bytes already read.
+        restarts: a file now shorter than ``offset`` was started again (a requeued SLURM task):
+            read it from the start.
+
+    Returns:
+        ``(lines, offset)``, or ``None`` where the file cannot be read (yet).
+    """
+    try:
+        with open(path, "rb") as handle:
+            if restarts and handle.seek(0, os.SEEK_END) < offset:
+                offset = 0
+            handle.seek(offset)
+            data = handle.read()
+    except OSError:
+        return None
+    complete = data[: data.rfind(b"\n") + 1]
+    return complete.decode("utf-8", "replace").splitlines(), offset + len(complete)

@@ -41,7 +41,7 @@ from cfl_lightning.sweep.command import build_command
 from cfl_lightning.sweep.grid import check_grid_size
 from cfl_lightning.sweep.jobs import EnsembleJob, parse_member_line, plan_jobs
 from cfl_lightning.sweep.lock import lock_output
-from cfl_lightning.sweep.logfile import append_line, last_line
+from cfl_lightning.sweep.logfile import append_line, last_line, read_new_lines
 from cfl_lightning.sweep.naming import point_hash
 from cfl_lightning.sweep.plan import SweepPoint, done_points, iter_plan
 from cfl_lightning.sweep.process import child_env, start_guarded, stop_all
@@ -367,16 +367,12 @@ class _Execution:
         """Report the members of an ensemble job that its stdout says are done or failed."""
         if task.job is None:
             return
-        try:
-            with open(task.job.out, "rb") as handle:
-                handle.seek(task.read)
-                data = handle.read()
-        except OSError:
+        got = read_new_lines(task.job.out, task.read)
+        if got is None:
             return
-        complete = data[: data.rfind(b"\n") + 1]
-        task.read += len(complete)
+        lines, task.read = got
         pending = {p.name: p for p in task.points if p.name not in task.reported}
-        for line in complete.decode("utf-8", "replace").splitlines():
+        for line in lines:
             parsed = parse_member_line(line)
             if parsed is None or parsed[1] not in pending:
                 continue
