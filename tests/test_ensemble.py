@@ -62,12 +62,24 @@ class _Record(Callback):
     def __init__(self) -> None:
         self.losses: list[float] = []
         self.vals: list[float] = []
+        self.epochs: list[dict[str, float]] = []  # the train/* and val/* a plain fit logs
 
     def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx) -> None:
         self.losses.append(float(outputs["loss"]))
 
     def on_train_epoch_end(self, trainer, module) -> None:
         self.vals.append(float(trainer.callback_metrics["val/kl_per_string"]))
+
+    def on_train_epoch_start(self, trainer, module) -> None:
+        if trainer.current_epoch > 0:  # the last epoch's, complete (the module logs train/* last)
+            self._epoch(trainer)
+
+    def on_train_end(self, trainer, module) -> None:
+        self._epoch(trainer)
+
+    def _epoch(self, trainer) -> None:
+        self.epochs.append({k: float(v) for k, v in trainer.callback_metrics.items()
+                            if k.startswith(("train/", "val/"))})
 
 
 def sequential(model, dm, tmp_path, *, epochs: int, patience: int, precision: str = "64-true"):
@@ -264,12 +276,14 @@ def references(tmp_path_factory):
 EPOCHS = 6
 
 
-def fit_ensemble(models, dms, *, epochs=EPOCHS, patience=1, callbacks=(), ckpt_path=None, **kwargs):
+def fit_ensemble(models, dms, *, epochs=EPOCHS, patience=1, callbacks=(), ckpt_path=None,
+                 member_log=None, **kwargs):
     """Train an ``EnsembleLanguageModel`` with a plain Lightning ``Trainer`` (as the job does)."""
     module = EnsembleLanguageModel(
         list(models), list(dms), TrainSettings(max_epochs=epochs, patience=patience),
         record_steps=True, **kwargs,
     )
+    module.member_log = member_log
     trainer = lightning.Trainer(
         max_epochs=epochs, logger=False, enable_progress_bar=False, enable_model_summary=False,
         enable_checkpointing=False, reload_dataloaders_every_n_epochs=1, num_sanity_val_steps=0,
@@ -294,8 +308,15 @@ def test_members_train_exactly_as_sequential_runs(arch, engine, mode, pacing, re
     """float64, dropout 0: step losses, validation, LR plateaus, stops, best weights."""
     refs = references(arch)
     models, dms = zip(*(build(arch, i, d, lr=0.05) for i, d in enumerate(DATA)))
+    logged: list[list[dict[str, float]]] = [[] for _ in models]
+
+    def member_log(epoch, live, values, steps):
+        for m in live:
+            logged[m].append(dict(values[m]))
+
     module, trainer = fit_ensemble(
-        [m.double() for m in models], dms, engine=engine, mode=mode, pacing=pacing
+        [m.double() for m in models], dms, engine=engine, mode=mode, pacing=pacing,
+        member_log=member_log,
     )
     assert len({len(r[0].losses) for r in refs}) > 1  # members had different step counts
     assert any(r[1] < EPOCHS for r in refs)  # some member stopped early (then masked)
@@ -305,7 +326,7 @@ def test_members_train_exactly_as_sequential_runs(arch, engine, mode, pacing, re
         if o.epochs == trainer.current_epoch
     ]
     assert float(trainer.callback_metrics["train/loss"]) == pytest.approx(np.mean(last), rel=1e-6)
-    for (record, ep, best_score, best_state), out in zip(refs, module.outcomes()):
+    for m, ((record, ep, best_score, best_state), out) in enumerate(zip(refs, module.outcomes())):
         assert len(out.step_losses) == len(record.losses)
         np.testing.assert_allclose(out.step_losses, record.losses, rtol=1e-10, atol=1e-12)
         # validation values are logged (and compared) as float32, in both
@@ -313,6 +334,13 @@ def test_members_train_exactly_as_sequential_runs(arch, engine, mode, pacing, re
         assert out.epochs == ep
         assert out.steps == len(record.losses)
         assert out.best_val_loss == pytest.approx(best_score, rel=1e-6)
+        # each member's loggers get its plain fit's per-epoch keys and values (issue 39)
+        member = logged[m]
+        assert len(member) == len(record.epochs) == ep
+        for mine, theirs in zip(member, record.epochs):
+            assert set(mine) == set(theirs), set(mine) ^ set(theirs)
+            for key, value in theirs.items():  # logged as float32 by Lightning
+                assert mine[key] == pytest.approx(value, rel=1e-6, abs=1e-7), key
         for name, value in out.best_state.items():
             # Adam divides by sqrt(v): rounding in near-zero gradients grows to ~1e-9
             torch.testing.assert_close(value, best_state[name], rtol=1e-6, atol=1e-7)

@@ -2,7 +2,8 @@
 
 Two points trained as one ensemble job (``sweep --ensemble 2``) and one of them fitted alone
 (``sweep --limit 1``), with ``WANDB_MODE=offline``; each member's offline run (read back with
-``wandb leet inspect --json``) and ``metrics.csv`` are checked against the plain fit's keys.
+``wandb leet inspect --json``) and ``metrics.csv`` are checked against the plain fit's keys:
+every epoch row holds exactly the plain fit's per-epoch keys.
 """
 
 from __future__ import annotations
@@ -52,6 +53,11 @@ def _csv(point: Path) -> tuple[list[str], list[dict]]:
     return list(rows[0].keys()), rows
 
 
+def _filled(row: dict) -> set[str]:
+    """The columns of a CSV row that hold a value."""
+    return {k for k, v in row.items() if v not in ("", None)}
+
+
 def test_each_ensemble_member_logs_a_wandb_run_and_a_csv_log_like_its_fit(tmp_path):
     (tmp_path / "grid.yaml").write_text(GRID)
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1",
@@ -66,7 +72,14 @@ def test_each_ensemble_member_logs_a_wandb_run_and_a_csv_log_like_its_fit(tmp_pa
     (plain_point,) = [p for p in (tmp_path / "plain").iterdir() if (p / "params.json").exists()]
     plain_history, plain_config = _wandb_run(plain_point)
     plain_keys = set().union(*plain_history)
-    plain_columns, _ = _csv(plain_point)
+    plain_epoch_keys = set().union(*(row for row in plain_history
+                                     if "epoch" in row and "kl_total" not in row))
+    assert {"train/kl_per_string", "train/ce_per_string", "train/kl_per_token",
+            "val/kl_per_string", "val/ce_per_string", "val/kl_per_token", "val/kl_total",
+            "val/kl_target", "epoch"} <= plain_epoch_keys
+    plain_columns, plain_rows = _csv(plain_point)
+    plain_csv_epoch = set().union(*(_filled(row) for row in plain_rows if row.get("epoch")
+                                    and not row.get("kl_total")))
     members = sorted(p for p in (tmp_path / "ensemble").iterdir() if (p / "params.json").exists())
     assert len(members) == 2
     for point in members:
@@ -75,11 +88,13 @@ def test_each_ensemble_member_logs_a_wandb_run_and_a_csv_log_like_its_fit(tmp_pa
         history, config = _wandb_run(point)
         keys = set().union(*history)
         assert keys <= plain_keys, keys - plain_keys  # nothing a plain fit would not log
-        assert {"epoch", "train/loss", "val/kl_per_string", "trainer/global_step",
-                "kl_total", "kl_target"} <= keys
+        assert {"trainer/global_step", "kl_total", "kl_target"} <= keys
         assert "ensemble/live" not in keys  # the ensemble's own metrics stay in its job log
         epochs = [row for row in history if "train/loss" in row]
         assert len(epochs) == results["epochs"]
+        # every epoch: exactly the per-epoch keys of the plain fit (train/*, val/*, epoch)
+        for row in epochs:
+            assert set(row) == plain_epoch_keys, set(row) ^ plain_epoch_keys
         final = next(row for row in history if "kl_total" in row)
         assert final["kl_total"] == pytest.approx(results["kl_total"], rel=1e-12)
         # the sweep's parameters, in the config its fit logs
@@ -88,4 +103,7 @@ def test_each_ensemble_member_logs_a_wandb_run_and_a_csv_log_like_its_fit(tmp_pa
         columns, rows = _csv(point)
         assert set(columns) <= set(plain_columns) and {"train/loss", "kl_total"} <= set(columns)
         assert sum(1 for row in rows if row.get("train/loss")) == results["epochs"]
+        # the CSV's per-epoch rows hold the plain fit's per-epoch columns, no more, no fewer
+        member_csv_epoch = set().union(*(_filled(row) for row in rows if row.get("train/loss")))
+        assert member_csv_epoch == plain_csv_epoch, member_csv_epoch ^ plain_csv_epoch
         assert next(point.glob("csv/version_*/hparams.yaml")).is_file()

@@ -38,7 +38,7 @@ from cfl_lightning.data.batching import collate
 from cfl_lightning.ensemble.data import EnsembleData
 from cfl_lightning.ensemble.optim import StackedAdam, clip_rows_
 from cfl_lightning.ensemble.stacking import ParameterLayout
-from cfl_lightning.ensemble.step import TrainStep
+from cfl_lightning.ensemble.step import TrainStep, epoch_sums
 from cfl_lightning.losses import kl_per_position, training_loss
 
 __all__ = ["EvalBatch", "StackedEngine", "LoopEngine", "ENGINES"]
@@ -58,6 +58,7 @@ class EvalBatch:
         mask: ``[M', R, L]`` bool real positions.
         weights: ``[M', R, L]`` string weights, or None (all 1).
         strings: ``[M']`` strings of each member in this tick.
+        target_ids: ``[M', R, L]`` next symbols.
     """
 
     members: Tensor
@@ -67,6 +68,12 @@ class EvalBatch:
     mask: Tensor
     weights: Tensor | None
     strings: Tensor
+    target_ids: Tensor
+
+    def epoch_sums(self) -> Tensor:
+        """``[4, M']`` float64 :func:`~cfl_lightning.ensemble.step.epoch_sums` (unweighted)."""
+        return epoch_sums(self.log_probs, self.target_probs, self.target_ids, self.mask,
+                          self.strings)
 
     def kl_sums(self) -> Tensor:
         """``[M']`` per-member sums of the per-position KL (in the log-probabilities' dtype)."""
@@ -118,6 +125,12 @@ class StackedEngine:
             return torch.zeros(self.param.shape[0], dtype=torch.float64)
         return self.step.take_losses()
 
+    def take_epoch_sums(self) -> Tensor:
+        """``[4, M]`` float64 training epoch sums since the last call (:func:`epoch_sums`)."""
+        if self.step is None:
+            return torch.zeros(4, self.param.shape[0], dtype=torch.float64)
+        return self.step.take_epoch_sums()
+
     @torch.no_grad()
     def evaluate(self, split: str, params: Tensor, ids: np.ndarray) -> Iterator[EvalBatch]:
         """Eval-mode predictions of the members with ``ids >= 0`` on their batches ``ids`` (packed)."""
@@ -131,7 +144,7 @@ class StackedEngine:
             self.layout.views(params), batch.input_ids, batch.position, batch.slot, False
         )
         yield EvalBatch(members, log_probs, batch.target_probs, batch.states, batch.mask,
-                        batch.weights, batch.strings)
+                        batch.weights, batch.strings, batch.target_ids)
 
 
 class LoopEngine:
@@ -156,6 +169,7 @@ class LoopEngine:
         self.device = param.device
         self._batches: dict[str, list[list[dict[str, Tensor]]]] = {}
         self._loss_sums = torch.zeros(param.shape[0], dtype=torch.float64, device=self.device)
+        self._epoch_sums = torch.zeros(4, param.shape[0], dtype=torch.float64, device=self.device)
         named = dict(self.model.named_parameters())
         self._params = [named[name] for name in layout.names]  # in the row's order
         self._bound: tuple[int, ...] | None = None  # (data_ptr, shape) the views below are of
@@ -211,7 +225,15 @@ class LoopEngine:
             p.data = value
             p.grad = grad
         # the loss of LanguageModel.training_step
-        loss = training_loss(self.loss, self.model(input_ids), batch)
+        scores = self.model(input_ids)
+        loss = training_loss(self.loss, scores, batch)
+        with torch.no_grad():  # its epoch values (LanguageModel.train_loss)
+            mask = batch["mask"].bool()
+            self._epoch_sums[:, m] += epoch_sums(
+                torch.log_softmax(scores.detach(), dim=-1)[None], batch["target_probs"][None],
+                batch["target_ids"][None], mask[None],
+                torch.tensor([mask.shape[0]], device=self.device),
+            )[:, 0]
         loss.backward()
         for p, grad in zip(self._params, self._grad_rows[m]):
             if p.grad is not grad:  # replaced rather than accumulated (e.g. a sparse gradient)
@@ -252,6 +274,12 @@ class LoopEngine:
         self._loss_sums.zero_()
         return out
 
+    def take_epoch_sums(self) -> Tensor:
+        """``[4, M]`` float64 training epoch sums since the last call (:func:`epoch_sums`)."""
+        out = self._epoch_sums.to("cpu", copy=True)
+        self._epoch_sums.zero_()
+        return out
+
     @torch.no_grad()
     def evaluate(self, split: str, params: Tensor, ids: np.ndarray) -> Iterator[EvalBatch]:
         """Eval-mode predictions of each member with ``ids >= 0``, one batch at a time."""
@@ -268,4 +296,5 @@ class LoopEngine:
                 mask=batch["mask"].bool()[None],
                 weights=None if weights is None else weights[:, None].expand_as(batch["mask"])[None],
                 strings=torch.tensor([batch["mask"].shape[0]], device=self.device),
+                target_ids=batch["target_ids"][None],
             )

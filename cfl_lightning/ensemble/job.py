@@ -120,7 +120,7 @@ def _fit(
         [m.model for m in members], [m.datamodule for m in members], settings, names=names,
         engine=engine,
     )
-    module.member_log = MemberLogs([m.loggers for m in members], module.val_history)
+    module.member_log = MemberLogs([m.loggers for m in members])
     resume = None
     if checkpoint is not None:
         saved = checkpoint_members(checkpoint)

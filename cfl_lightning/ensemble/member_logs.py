@@ -4,15 +4,19 @@ A member is built by the training CLI (``build_cli(ARGS, run=False)``), so its T
 holds the loggers of its run (the shipped configs: a ``CSVLogger`` in ``POINT/csv/version_0``
 and a ``WandbLogger``, one W&B run per member). :class:`MemberLogs` feeds them:
 
-* after every epoch a member trains, ``epoch``, ``train/loss`` and ``val/kl_per_string`` (the
-  values its early stopping and learning-rate schedule saw) at its own step count;
+* after every epoch a member trains, the per-epoch metrics its own ``fit`` logs, at its own step
+  count: ``epoch``; ``train/loss``, ``train/kl_per_string``, ``train/ce_per_string`` and
+  ``train/kl_per_token`` (the sums of its training steps' log-probabilities, read off the
+  engine's forward: :func:`~cfl_lightning.ensemble.step.epoch_sums`); ``val/kl_per_string``
+  (the value its early stopping and learning-rate schedule saw), ``val/ce_per_string``,
+  ``val/kl_per_token``, ``val/kl_total`` and, where its validation strings visit its event's
+  target, ``val/kl_target`` (its validation predictions, reduced per member);
 * once its ``results.json`` is written, the test's ``kl_total``, ``kl_target``,
   ``kl_target_unweighted`` and every ``kl/<kind>/<name>`` and ``kl_unweighted/...`` entry, under
   the keys its own ``fit`` logs; then its loggers are saved and its W&B run finished.
 
-The per-epoch ``train/kl_per_string``, ``ce``/``kl_per_token`` and ``val/kl_target`` of a plain
-fit are not computed by the ensemble's engines and are not logged. Several W&B runs are open at
-once in the job's process (``reinit="create_new"``, :func:`prepare_wandb`).
+None of these values feeds back into training. Several W&B runs are open at once in the job's
+process (``reinit="create_new"``, :func:`prepare_wandb`).
 """
 
 from __future__ import annotations
@@ -25,8 +29,6 @@ import traceback
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
-
-from cfl_lightning.callbacks import MONITOR
 
 __all__ = ["MemberLogs", "prepare_wandb", "test_metrics"]
 
@@ -60,23 +62,19 @@ class MemberLogs:
 
     Args:
         loggers: per member, its run's loggers (empty: it logs nothing).
-        history: per member, its ``val/kl_per_string`` after each epoch (the module's
-            ``val_history``, read when an epoch ends).
     """
 
-    def __init__(self, loggers: Sequence[Sequence[Any]], history: Sequence[list[float]]):
+    def __init__(self, loggers: Sequence[Sequence[Any]]):
         self.loggers = [list(group) for group in loggers]
-        self.history = history
         self.steps = [0] * len(self.loggers)
 
-    def __call__(self, epoch: int, live: Sequence[int], losses: Sequence[float],
+    def __call__(self, epoch: int, live: Sequence[int], values: Sequence[Mapping[str, float]],
                  steps: Sequence[float]) -> None:
-        """One epoch's metrics for every member that trained in it."""
+        """One epoch's metrics (``values[m]``: its plain fit's keys) for every member that
+        trained in it."""
         for m in live:
             self.steps[m] += int(steps[m])
-            metrics = {"epoch": float(epoch), "train/loss": float(losses[m])}
-            if self.history[m]:
-                metrics[MONITOR] = float(self.history[m][-1])
+            metrics = {"epoch": float(epoch), **{k: float(v) for k, v in values[m].items()}}
             self._each(m, lambda logger, m=m, metrics=metrics: logger.log_metrics(
                 metrics, step=self.steps[m] - 1))
 

@@ -40,6 +40,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from cfl_lightning.callbacks import MONITOR
 from cfl_lightning.ensemble.data import PACINGS, EnsembleData, Ticks
 from cfl_lightning.ensemble.engines import ENGINES, LoopEngine, StackedEngine
 from cfl_lightning.ensemble.metrics import MemberDecomposedKL
@@ -48,6 +49,8 @@ from cfl_lightning.ensemble.schedule import MemberSchedules
 from cfl_lightning.ensemble.settings import TrainSettings, check_ensembleable, check_trainer
 from cfl_lightning.ensemble.stacking import ParameterLayout
 from cfl_lightning.ensemble.step import MODES
+from cfl_lightning.metrics import target_values
+from cfl_lightning.sampling.visits import target_visits
 
 __all__ = ["EnsembleLanguageModel", "MemberOutcome", "stacked_network", "CHECKPOINT_KEY"]
 
@@ -93,6 +96,18 @@ def stacked_network(model: nn.Module) -> Any:
     if network is None:
         raise TypeError(f"no stacked network for {type(model).__name__}")
     return network
+
+
+def _per_epoch(stage: str, sums: Tensor, loss: str | None) -> dict[str, float]:
+    """A plain fit's ``{stage}/kl_per_string``, ``ce_per_string``, ``kl_per_token`` (and with
+    ``loss``, ``train/loss``) from one member's ``[4]`` epoch sums (``EpochLoss``'s rule)."""
+    kl, ce, tokens, strings = (float(v) for v in sums)
+    values = {f"{stage}/kl_per_string": kl / max(strings, 1.0),
+              f"{stage}/kl_per_token": kl / max(tokens, 1.0),
+              f"{stage}/ce_per_string": ce / max(strings, 1.0)}
+    if loss is not None:
+        values[f"{stage}/loss"] = values[f"{stage}/{loss}_per_string"]
+    return values
 
 
 def _default_engine(model: nn.Module, device: torch.device) -> str:
@@ -189,14 +204,19 @@ class EnsembleLanguageModel(pl.LightningModule):
         self._engine: StackedEngine | LoopEngine | None = None
         self._epoch_started = 0.0
         self._val_sums: Tensor | None = None
+        self._val_epoch: Tensor | None = None  # [4, M] epoch_sums of the validation strings
+        self._val_metric: MemberDecomposedKL | None = None
+        #: per member, the ``val/*`` values of its plain fit after the last validation
+        self.val_metrics: list[dict[str, float]] = [{} for _ in range(members)]
         self._test_metric: MemberDecomposedKL | None = None
         self._test_batches = np.zeros(members, dtype=np.int64)
         self._plan_device: Tensor | None = None
         self._live_at_epoch_start = np.ones(members, dtype=bool)
         #: per member, ``val/kl_per_string`` after each epoch of this session
         self.val_history: list[list[float]] = [[] for _ in range(members)]
-        #: called after every training epoch with ``(epoch, live members, [M] train/loss,
-        #: [M] steps this epoch)`` (each member's own loggers: :mod:`.member_logs`), or None
+        #: called after every training epoch with ``(epoch, live members, per member its
+        #: plain fit's per-epoch metrics, [M] steps this epoch)`` (each member's own loggers:
+        #: :mod:`.member_logs`), or None
         self.member_log: Any = None
         #: ``(ids, losses)`` of every step (with ``record_steps``)
         self.step_log: list[tuple[np.ndarray, Tensor]] = []
@@ -286,15 +306,18 @@ class EnsembleLanguageModel(pl.LightningModule):
             self.step_log.append((ids.copy(), out[0]))
 
     def on_train_epoch_end(self) -> None:
-        sums = self.engine().take_losses()
+        engine = self.engine()
+        sums, epoch = engine.take_losses(), engine.take_epoch_sums()
         steps = self._steps_per_epoch()
         live = torch.as_tensor(self._live_at_epoch_start)
         if live.any():
             self.log("train/loss", float((sums[live] / steps[live]).mean()))
         if self.member_log is not None:
-            losses = (sums.double().cpu() / steps.clamp_min(1)).tolist()
-            self.member_log(self.current_epoch, np.nonzero(live.cpu().numpy())[0].tolist(),
-                            losses, steps.tolist())
+            members = np.nonzero(live.cpu().numpy())[0].tolist()
+            metrics = [{} if m not in members else {
+                **_per_epoch("train", epoch[:, m], self.loss_name), **self.val_metrics[m]
+            } for m in range(self.num_members)]
+            self.member_log(self.current_epoch, members, metrics, steps.tolist())
 
     # ------------------------------------------------------------------ validation
     def val_dataloader(self) -> Ticks:
@@ -305,6 +328,10 @@ class EnsembleLanguageModel(pl.LightningModule):
 
     def on_validation_epoch_start(self) -> None:
         self._val_sums = torch.zeros(2, self.num_members, dtype=torch.float64, device=self.device)
+        self._val_epoch = torch.zeros(4, self.num_members, dtype=torch.float64, device=self.device)
+        self._val_metric = MemberDecomposedKL(
+            [dm.automaton for dm in self.data.datamodules]
+        ).to(self.device)
 
     def validation_step(self, batch: tuple[int, np.ndarray], batch_idx: int) -> None:
         if self.trainer.sanity_checking:
@@ -314,6 +341,13 @@ class EnsembleLanguageModel(pl.LightningModule):
         for out in self.engine().evaluate("val", self.flat.detach(), np.asarray(ids)):
             self._val_sums[0].index_add_(0, out.members, out.kl_sums().to(torch.float64))
             self._val_sums[1].index_add_(0, out.members, out.strings.to(torch.float64))
+            self._member_val(out)
+
+    def _member_val(self, out: Any) -> None:
+        """The values of each member's plain-fit validation (its loggers; no training effect)."""
+        assert self._val_epoch is not None and self._val_metric is not None
+        self._val_epoch.index_add_(1, out.members, out.epoch_sums())
+        self._val_metric.update(out.log_probs, out.states, out.mask, None, out.members)
 
     def on_validation_epoch_end(self) -> None:
         """Every live member's schedule, best weights and stop; ``should_stop`` when all stopped."""
@@ -336,11 +370,34 @@ class EnsembleLanguageModel(pl.LightningModule):
         host = values.cpu().tolist()
         for m in np.nonzero(self._live_at_epoch_start)[0]:
             self.val_history[m].append(host[m])
+        self._member_val_metrics(host)
         alive = ~self.schedules.stopped
         self.log("val/kl_per_string", float(values[live].double().mean()), prog_bar=True)
         self.log("ensemble/live", float(alive.sum()))
         if not bool(alive.any()):
             self.trainer.should_stop = True
+
+    def _member_val_metrics(self, host: list[float]) -> None:
+        """Each live member's ``val/*`` as its plain fit's ``DecomposedKLCallback`` logs them."""
+        if self.member_log is None or self._val_epoch is None or self._val_metric is None:
+            return
+        sums = self._val_epoch.cpu()
+        results = self._val_metric.compute()
+        for m in np.nonzero(self._live_at_epoch_start)[0]:
+            if float(sums[3, m]) == 0:
+                self.val_metrics[m] = {}
+                continue
+            values = _per_epoch("val", sums[:, m], None)
+            values[MONITOR] = host[m]
+            result, visits = results[m]
+            values["val/kl_total"] = float(result["total"])
+            dm = self.data.datamodules[m]
+            event = getattr(dm, "event", None)
+            if event is not None and target_visits(dm.automaton, event, visits.cpu()) > 0:
+                values["val/kl_target"] = target_values(
+                    {k: v.cpu() for k, v in result.items()}, event, dm.automaton
+                )[0]
+            self.val_metrics[m] = values
 
     # ------------------------------------------------------------------ test
     def test_dataloader(self) -> Ticks:

@@ -34,16 +34,19 @@ from torch import Tensor
 from cfl_lightning.ensemble.optim import StackedAdam, clip_rows_
 from cfl_lightning.ensemble.packing import PackedBatch, PackedCorpora, bucket
 from cfl_lightning.ensemble.stacking import ParameterLayout
-from cfl_lightning.losses import loss_per_position
+from cfl_lightning.losses import cross_entropy_per_position, kl_per_position, loss_per_position
 
-__all__ = ["MODES", "loss_sums", "TrainStep"]
+__all__ = ["MODES", "EPOCH_SUMS", "epoch_sums", "loss_sums", "TrainStep"]
+
+#: the rows of :func:`epoch_sums` (a plain fit's ``EpochLoss`` sums)
+EPOCH_SUMS = ("kl", "ce", "tokens", "strings")
 
 MODES = ("gather", "static", "graph")
 
 
 def loss_sums(
     network: Any, layout: ParameterLayout, params: Tensor, batch: PackedBatch, loss: str,
-    training: bool,
+    training: bool, sums_out: Tensor | None = None, active: Tensor | None = None,
 ) -> Tensor:
     """Per-member ``[M]`` sums of the optimized loss over a packed batch's real positions.
 
@@ -54,6 +57,9 @@ def loss_sums(
         batch: the packed ``[M, R, L]`` batch.
         loss: ``"kl"`` or ``"ce"`` (the members' ``loss``).
         training: dropout on.
+        sums_out: optional ``[4, M]`` float64: the batch's :func:`epoch_sums` are added to it
+            (detached; the loss and its gradient are unchanged).
+        active: optional ``[M]`` bool: only these members' epoch sums are added.
     """
     m, r, length = batch.input_ids.shape
     log_probs = network(layout.views(params), batch.input_ids, batch.position, batch.slot, training)
@@ -63,7 +69,41 @@ def loss_sums(
         batch.target_probs.view(m * r, length, classes), batch.target_ids.view(m * r, length),
         batch.mask.view(m * r, length),
     )
+    if sums_out is not None:
+        with torch.no_grad():
+            sums = epoch_sums(log_probs.detach(), batch.target_probs, batch.target_ids,
+                              batch.mask, batch.strings)
+            if active is not None:
+                sums = torch.where(active, sums, 0.0)
+            sums_out += sums
     return values.view(m, -1).sum(1)
+
+
+def epoch_sums(
+    log_probs: Tensor, target_probs: Tensor, target_ids: Tensor, mask: Tensor, strings: Tensor
+) -> Tensor:
+    """Per-member sums of a plain fit's epoch values (``EpochLoss``, unweighted strings).
+
+    Args:
+        log_probs: ``[M', R, L, |S|+1]`` log-probabilities.
+        target_probs: ``[M', R, L, |S|+1]`` the automata's next-symbol distributions.
+        target_ids: ``[M', R, L]`` next symbols.
+        mask: ``[M', R, L]`` bool real positions.
+        strings: ``[M']`` strings of each member.
+
+    Returns:
+        ``[4, M']`` float64 rows :data:`EPOCH_SUMS`: KL, cross-entropy, tokens, strings.
+    """
+    m, r, length, classes = log_probs.shape
+    flat = (m * r, length)
+    lp = log_probs.reshape(*flat, classes)
+    mask = mask.reshape(flat).bool()
+    kl = kl_per_position(target_probs.reshape(*flat, classes), lp, mask)
+    ce = cross_entropy_per_position(lp, target_ids.reshape(flat), mask)
+    return torch.stack([
+        kl.view(m, -1).sum(1).to(torch.float64), ce.view(m, -1).sum(1).to(torch.float64),
+        mask.view(m, -1).sum(1).to(torch.float64), strings.to(torch.float64),
+    ])
 
 
 def _release_capture_rng(device: torch.device, state: Tensor) -> None:
@@ -130,6 +170,9 @@ class TrainStep:
         self._pool: Any = None
         #: ``[M]`` float64 sums of the per-member losses of the steps since :meth:`take_losses`
         self.loss_sums = torch.zeros(self.members, dtype=torch.float64, device=self.device)
+        #: ``[4, M]`` float64 :func:`epoch_sums` of the steps since :meth:`take_losses` (what a
+        #: plain fit's ``train/*_per_string`` and ``train/kl_per_token`` are computed from)
+        self.epoch_sums = torch.zeros(4, self.members, dtype=torch.float64, device=self.device)
         #: graphs captured so far (graph mode)
         self.captures = 0
 
@@ -172,6 +215,12 @@ class TrainStep:
         self.loss_sums.zero_()
         return out
 
+    def take_epoch_sums(self) -> Tensor:
+        """``[4, M]`` float64 :func:`epoch_sums` since the last call (then reset)."""
+        out = self.epoch_sums.to("cpu", copy=True)
+        self.epoch_sums.zero_()
+        return out
+
     # ------------------------------------------------------------------ gather
     def _gather(self, ids: np.ndarray, record: bool) -> Tensor | None:
         taking = np.nonzero(ids >= 0)[0]
@@ -181,7 +230,8 @@ class TrainStep:
             rows = torch.as_tensor(taking, device=self.device)
             leaf = self.param.detach()[rows].requires_grad_(True)
         batch = self.packed.step(ids[taking])
-        sums = loss_sums(self.network, self.layout, leaf, batch, self.loss, True)
+        part = torch.zeros(4, len(taking), dtype=torch.float64, device=self.device)
+        sums = loss_sums(self.network, self.layout, leaf, batch, self.loss, True, part)
         losses = sums / batch.strings.to(sums.dtype)
         (grad,) = torch.autograd.grad(losses.sum(), leaf)
         if self.clip is not None:
@@ -190,8 +240,10 @@ class TrainStep:
         detached = losses.detach().to(torch.float64)
         if rows is None:
             self.loss_sums += detached
+            self.epoch_sums += part
         else:
             self.loss_sums.index_add_(0, rows, detached)
+            self.epoch_sums.index_add_(1, rows, part)
         if not record:
             return None
         out = torch.full((self.members,), torch.nan, dtype=torch.float64)
@@ -203,7 +255,8 @@ class TrainStep:
         """The fixed-shape step on ``static``'s buffers (what a CUDA graph captures)."""
         batch = self.packed.pack(static.ids, *shape)
         active = static.ids >= 0
-        sums = loss_sums(self.network, self.layout, self.param, batch, self.loss, True)
+        sums = loss_sums(self.network, self.layout, self.param, batch, self.loss, True,
+                         self.epoch_sums, active)
         losses = sums / batch.strings.clamp_min(1).to(sums.dtype)  # idle: 0 / 1
         (grad,) = torch.autograd.grad(losses.sum(), self.param)
         if self.clip is not None:
@@ -238,7 +291,7 @@ class TrainStep:
     def _capture(self, static: _Static, shape: tuple[int, int]) -> None:
         """Capture ``_body`` on ``static`` in a CUDA graph (warm-up steps train no member)."""
         static.ids.fill_(-1)  # every member idle: the warm-up and capture change nothing
-        sums = self.loss_sums.clone()
+        sums, epoch = self.loss_sums.clone(), self.epoch_sums.clone()
         side = torch.cuda.Stream(self.device)
         side.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(side):
@@ -251,5 +304,6 @@ class TrainStep:
         if self._pool is None:
             self._pool = graph.pool()
         self.loss_sums.copy_(sums)
+        self.epoch_sums.copy_(epoch)
         static.graph = graph
         self.captures += 1
