@@ -328,10 +328,13 @@ class EnsembleLanguageModel(pl.LightningModule):
 
     def on_validation_epoch_start(self) -> None:
         self._val_sums = torch.zeros(2, self.num_members, dtype=torch.float64, device=self.device)
-        self._val_epoch = torch.zeros(4, self.num_members, dtype=torch.float64, device=self.device)
-        self._val_metric = MemberDecomposedKL(
-            [dm.automaton for dm in self.data.datamodules]
-        ).to(self.device)
+        self._val_epoch, self._val_metric = None, None
+        if self.member_log is not None:  # the members' own val/* (nobody reads them otherwise)
+            self._val_epoch = torch.zeros(4, self.num_members, dtype=torch.float64,
+                                          device=self.device)
+            self._val_metric = MemberDecomposedKL(
+                [dm.automaton for dm in self.data.datamodules]
+            ).to(self.device)
 
     def validation_step(self, batch: tuple[int, np.ndarray], batch_idx: int) -> None:
         if self.trainer.sanity_checking:
@@ -345,7 +348,8 @@ class EnsembleLanguageModel(pl.LightningModule):
 
     def _member_val(self, out: Any) -> None:
         """The values of each member's plain-fit validation (its loggers; no training effect)."""
-        assert self._val_epoch is not None and self._val_metric is not None
+        if self._val_epoch is None or self._val_metric is None:
+            return
         self._val_epoch.index_add_(1, out.members, out.epoch_sums())
         self._val_metric.update(out.log_probs, out.states, out.mask, None, out.members)
 
