@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from cfl_lightning.analysis import aggregate as ag
+from cfl_lightning.analysis.binning import assign
 from tests.helpers import (
     CI_LIMIT_S, REPO, exit_status, records, result, synthetic_runs, write_results,
 )
@@ -64,7 +65,7 @@ def test_bin_edges_and_assignment():
     x = np.arange(1, 101, dtype=float)
     edges = ag.bin_edges(x, 4, "quantile")
     assert edges[0] == 1 and edges[-1] == 100 and len(edges) == 5
-    counts = np.bincount(ag._assign(x, edges), minlength=4)
+    counts = np.bincount(assign(x, edges), minlength=4)
     assert counts.tolist() == [25, 25, 25, 25]  # equal-count bins, the max in the last one
     # many ties: duplicate quantile edges are merged
     tied = np.array([5.0] * 50 + [6.0, 7.0])

@@ -116,7 +116,6 @@ __all__ = [
 # the paper's per-state / per-transition / per-symbol contribution (unweighted)
 DEFAULT_METRIC = "kl_target_unweighted"
 _NAN = math.nan
-_assign = assign  # its name before the split into binning.py
 
 
 @dataclass(frozen=True)
