@@ -1,0 +1,42 @@
+"""docs/headline/compare_verdicts.py lines up two committed plan outputs without recomputing."""
+
+import importlib.util
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+V2 = REPO / "docs" / "headline" / "v2"
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location(
+        "compare_verdicts", REPO / "docs" / "headline" / "compare_verdicts.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_same_verdicts_read_as_same_and_a_changed_one_as_differs():
+    module = _module()
+    text = (V2 / "symbol_half_plan_output.md").read_text(encoding="utf-8")
+    claims, contrasts = module.parse(text)
+    assert len(claims) == 10  # 5 claims x 2 measures
+    assert claims[("5 causal-correlational gap", "kl_target_unweighted")] == {
+        "LSTM": "not resolved", "Transformer": "reproduced"}
+    assert contrasts[("C1", "kl_target_unweighted", "LSTM")] == (
+        "-0.157", "[-0.207, -0.107]", "not reproduced")
+    table = module.render((claims, contrasts), module.parse(text), ["a", "b"])
+    assert "differs" not in table and table.count("| same |") > 10
+    changed = text.replace(
+        "| 4 causal decrease | D0, D1, D2, D3 (all) | kl_target | reproduced | reproduced |",
+        "| 4 causal decrease | D0, D1, D2, D3 (all) | kl_target | reproduced | not resolved |")
+    assert changed != text
+    table = module.render((claims, contrasts), module.parse(changed), ["a", "b"])
+    assert table.count("**differs between weightings**") == 1
+
+
+def test_a_file_without_a_verdict_table_is_refused(tmp_path, capsys):
+    module = _module()
+    other = tmp_path / "x.md"
+    other.write_text("# not a plan output\n", encoding="utf-8")
+    assert module.main([str(V2 / "symbol_half_plan_output.md"), str(other)]) == 2
+    assert "no '## verdict' table" in capsys.readouterr().err
