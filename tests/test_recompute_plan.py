@@ -1,0 +1,172 @@
+"""The headline study's committed plan outputs (`analyze --plan`, both halves) held to an
+independent recomputation from the committed records (`docs/headline/recompute_plan.py`: numpy
+and scipy, no `cfl_lightning`), every number and verdict to the printed three decimals, so that
+the test fails if either side drifts; with negative controls (a perturbed value, the wrong
+records) that must fail the comparison.
+
+Adding a version's outputs is one line of :data:`CASES`.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import re
+import sys
+from dataclasses import replace
+
+import pytest
+
+from tests.helpers import REPO
+
+HEADLINE = REPO / "docs" / "headline"
+
+#: (half, plan, input records, committed `analyze --plan` output), paths below docs/headline/
+CASES = [
+    ("symbol", "plan_v2_symbol.yaml", ("v2/results.jsonl", "v2/v1_causal_standin.jsonl"),
+     "v2/symbol_half_plan_output.md"),
+    ("state", "plan_v2_state.yaml", ("v2/results.jsonl", "v2/results_state.jsonl"),
+     "v2/state_half_plan_output.md"),
+]
+MODELS = {"LSTM": "LSTMLanguageModel", "Transformer": "TransformerLanguageModel"}
+NO_INTERVAL = "–"
+
+
+@functools.lru_cache(maxsize=1)
+def recompute():
+    """The script, loaded from its file (it is not a package module)."""
+    spec = importlib.util.spec_from_file_location("recompute_plan", HEADLINE / "recompute_plan.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass looks its module up while it is defined
+    spec.loader.exec_module(module)
+    return module
+
+
+@functools.lru_cache(maxsize=None)
+def rows_of(plan: str, files: tuple[str, ...]):
+    """The recomputation's rows for a plan on the records of ``files`` (both below
+    docs/headline/)."""
+    module = recompute()
+    records = module.read_records([HEADLINE / f for f in files])
+    return tuple(module.evaluate(records, module.load_plan(HEADLINE / plan)))
+
+
+def output_text(output: str) -> str:
+    """A committed plan output (below docs/headline/)."""
+    return (HEADLINE / output).read_text(encoding="utf-8")
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def _sides(text: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """``43 vs 35 (115 vs 42 pairs)`` -> ((43, 35), (115, 42)); ``32 (32 pairs)`` ->
+    ((32,), (32,))."""
+    match = re.fullmatch(r"(.+) \((.+) pairs\)", text)
+    return tuple(tuple(int(x) for x in part.split(" vs ")) for part in match.groups())
+
+
+def parse_plan_output(text: str) -> dict[tuple[str, str, str], dict]:
+    """Every row of an `analyze --plan` markdown output: ``(name, model, measure)`` -> its
+    printed cells (``value``, ``interval``, ``n``, ``pairs``, ``verdict``), names as the
+    recomputation writes them (``bin:E``, ``count:N``, the contrast's, ``claim:NAME``)."""
+    found: dict[tuple[str, str, str], dict] = {}
+    measure = model = table = None
+    for line in text.splitlines():
+        if line.startswith("## measure: "):
+            measure = line.split(": ", 1)[1].strip()
+        elif line.startswith("### "):
+            model = MODELS[line[4:].strip()]
+        elif line.startswith("|") and not line.startswith("|---"):
+            cells = _cells(line)
+            if cells[0] in ("correlational bin", "causal count", "contrast", "claim"):
+                table = cells[0]
+                continue
+            if table == "claim":
+                for short, verdict in zip(MODELS, cells[3:5]):
+                    found[(f"claim:{cells[0]}", MODELS[short], cells[2])] = {"verdict": verdict}
+                continue
+            n, pairs = _sides(cells[1])
+            if table == "correlational bin":
+                name = "bin:" + cells[0].strip("[").split(",")[0]
+            elif table == "causal count":
+                name = "count:" + cells[0]
+            else:
+                name = cells[0].split(":", 1)[0]
+            row = {"value": cells[2], "interval": cells[3], "n": n, "pairs": pairs}
+            if table == "contrast":
+                row["verdict"] = cells[5]
+            found[(name, model, measure)] = row
+    return found
+
+
+def _fmt(x) -> str:
+    text = f"{x:.3f}"
+    return "0.000" if text == "-0.000" else text
+
+
+def compare(rows, text: str) -> tuple[int, list[str]]:
+    """How many printed numbers and verdicts agree, and every disagreement (a row on one side
+    only counts as one)."""
+    printed = parse_plan_output(text)
+    mine = {(r.name, r.model, r.measure): r for r in rows}
+    problems = [f"only in the output: {k}" for k in printed.keys() - mine.keys()]
+    problems += [f"only recomputed: {k}" for k in mine.keys() - printed.keys()]
+    agreed = 0
+    for key in printed.keys() & mine.keys():
+        want, row = printed[key], mine[key]
+        checks = [("verdict", want.get("verdict"), row.verdict or None)]
+        if "value" in want:
+            interval = (NO_INTERVAL if row.low is None
+                        else f"[{_fmt(row.low)}, {_fmt(row.high)}]")
+            checks += [("value", want["value"].replace("-0.000", "0.000"), _fmt(row.value)),
+                       ("interval", want["interval"], interval),
+                       ("n", want["n"], tuple(row.n)), ("pairs", want["pairs"], tuple(row.pairs))]
+        for what, expected, got in checks:
+            if expected is None:
+                continue
+            if expected != got:
+                problems.append(f"{key} {what}: printed {expected!r}, recomputed {got!r}")
+            else:
+                agreed += 1 + (what == "interval" and got != NO_INTERVAL)
+    return agreed, problems
+
+
+@pytest.mark.parametrize("half, plan, files, output", CASES,
+                         ids=[c[3] for c in CASES])
+def test_plan_output_agrees_with_the_independent_recomputation(half, plan, files, output):
+    rows = rows_of(plan, files)
+    assert all(r.measure and r.model for r in rows)
+    agreed, problems = compare(rows, output_text(output))
+    assert problems == []
+    # the parse saw every table: per measure and model 10 bins, 5 counts and 14 contrasts, each
+    # with a mean (estimate), an interval (two ends, or none), n and pairs; the verdicts
+    printed = parse_plan_output(output_text(output))
+    assert sum("value" in row for row in printed.values()) == 2 * 2 * (10 + 5 + 14)
+    assert agreed >= 2 * 2 * ((10 + 5 + 14) * 4 + 14) + 8
+    assert any(r.kind == ("ratio" if half == "state" else "difference")
+               for r in rows if r.name.startswith("G"))
+
+
+def test_negative_control_a_perturbed_value_or_verdict_fails():
+    half, plan, files, output = CASES[0]
+    rows = list(rows_of(plan, files))
+    text = output_text(output)
+    i = next(i for i, r in enumerate(rows) if r.name == "count:250")
+    moved = rows[:i] + [replace(rows[i], value=rows[i].value + 0.001)] + rows[i + 1:]
+    assert len(compare(moved, text)[1]) == 1
+    j = next(i for i, r in enumerate(rows) if r.name.startswith("claim:"))
+    flipped = rows[:j] + [replace(rows[j], verdict="not resolved")] + rows[j + 1:]
+    assert len(compare(flipped, text)[1]) == 1
+    assert compare(rows[:-1], text)[1] == [
+        f"only in the output: {(rows[-1].name, rows[-1].model, rows[-1].measure)}"]
+
+
+def test_negative_control_the_wrong_records_or_output_fail():
+    # the symbol half with P4's rerun in place of the stand-in: causal counts 125-1000 move
+    rerun = rows_of("plan_v2_symbol.yaml", ("v2/results.jsonl", "v2/results_p4.jsonl"))
+    assert compare(rerun, output_text(CASES[0][3]))[1] != []
+    # the state half's numbers against the symbol half's output
+    state = rows_of(CASES[1][1], CASES[1][2])
+    assert len(compare(state, output_text(CASES[0][3]))[1]) > 100
