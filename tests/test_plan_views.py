@@ -157,15 +157,19 @@ def _recompute_module():
 
 
 @pytest.mark.slow
-def test_addendum_agrees_with_an_independent_recomputation(capsys):
-    """`analyze --plan docs/headline/plan_v2_addendum_symbol.yaml` against numpy/scipy code that
+@pytest.mark.parametrize("plan, files", [
+    ("plan_v2_addendum_symbol.yaml", ()),  # the script's default: version 2's records
+    ("plan_v3_addendum_symbol.yaml", ("v3/results.jsonl",)),
+])
+def test_addendum_agrees_with_an_independent_recomputation(capsys, plan, files):
+    """`analyze --plan docs/headline/plan_v*_addendum_symbol.yaml` against numpy/scipy code that
     reads the committed JSONL itself (docs/headline/recompute_addendum.py), three decimals."""
     module = _recompute_module()
-    module.main()
+    paths = [REPO / "docs" / "headline" / f for f in files]
+    module.main([str(p) for p in paths])
     lines = [line.split() for line in capsys.readouterr().out.splitlines()]
-    records = [r for f in module.FILES for r in load_jsonl(f)]
-    res = evaluate_plan(records, load_plan(REPO / "docs" / "headline" /
-                                           "plan_v2_addendum_symbol.yaml"))
+    records = [r for f in (paths or module.FILES) for r in load_jsonl(f)]
+    res = evaluate_plan(records, load_plan(REPO / "docs" / "headline" / plan))
     checked = 0
     for name, model, measure, value, low, high in lines:
         value, low, high = float(value), float(low), float(high)

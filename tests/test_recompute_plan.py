@@ -27,6 +27,7 @@ CASES = [
      "v2/symbol_half_plan_output.md"),
     ("state", "plan_v2_state.yaml", ("v2/results.jsonl", "v2/results_state.jsonl"),
      "v2/state_half_plan_output.md"),
+    ("symbol", "plan_v3_symbol.yaml", ("v3/results.jsonl",), "v3/symbol_half_plan_output.md"),
 ]
 MODELS = {"LSTM": "LSTMLanguageModel", "Transformer": "TransformerLanguageModel"}
 NO_INTERVAL = "–"

@@ -2,10 +2,11 @@
 committed records, with numpy and scipy only (no `cfl_lightning` code), as a sceptical reader
 would do it:
 
-    python docs/headline/recompute_addendum.py
+    python docs/headline/recompute_addendum.py [FILE.jsonl ...]
 
-Reads `docs/headline/v2/results.jsonl` (correlational and version 2's new causal runs) and
-`results_p4.jsonl` (version 1's causal runs again), symbol half (every symbol of every
+Reads the given files, by default `docs/headline/v2/results.jsonl` (correlational and version
+2's new causal runs) and `results_p4.jsonl` (version 1's causal runs again); version 3's symbol
+half is `docs/headline/v3/results.jsonl` alone. Symbol half (every symbol of every
 correlational run; the causal runs' `a`), and prints one line per number:
 `NAME MODEL MEASURE value low high` (intervals 95%, equivalence lines 90%). The test
 `tests/test_headline_study.py` holds `analyze --plan docs/headline/plan_v2_addendum_symbol.yaml`
@@ -73,8 +74,9 @@ def welch(a, b, level=0.95):
     return diff, diff - half, diff + half
 
 
-def main() -> int:
-    corr, causal = read()
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    corr, causal = read([Path(f) for f in argv] or FILES)
     out = []
     for model in ("LSTMLanguageModel", "TransformerLanguageModel"):
         for measure in MEASURES:
