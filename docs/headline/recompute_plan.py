@@ -37,8 +37,8 @@ contrasts"; `docs/guide/analysis.md`, "The causal-correlational gap"), not from 
 - `gap: N`: the causal automata at N against the cluster means of the correlational pairs with
   count in [N/sqrt2, N*sqrt2] (closed). Symbol half (signed per-symbol values): the difference,
   Welch's interval. State half: the ratio causal mean / correlational mean when every value of
-  the half (per model and measure, after min_visits) is positive, else the difference; the
-  ratio's interval is `exp(log(gap) +- t(df) * sqrt(rc^2 + rr^2))`, rc, rr each arm's
+  the half under that measure (both arms, both models, after min_visits) is positive, else the
+  difference; the ratio's interval is `exp(log(gap) +- t(df) * sqrt(rc^2 + rr^2))`, rc, rr each arm's
   sem / mean, df Welch-Satterthwaite on those relative variances.
 - Fewer than two values on a side: an estimate, no interval. Verdicts: `above` (`below`) is
   reproduced when the interval lies above (below) no effect (0; 1 for a ratio), not reproduced
@@ -284,10 +284,12 @@ def evaluate(records, plan: dict, level: float = 0.95) -> list[Row]:
     edges = list(plan["bins"])
     rows, claims = [], []
     for measure in plan.get("measures", list(TABLES)):
+        arms = {m: collect(records, kind, m, measure, plan.get("min_visits", 0)) for m in MODELS}
+        values = [v for corr, causal in arms.values() for v in
+                  [x for _, x, _ in corr] + [x for d in causal.values() for x in d.values()]]
+        ratio = kind == "state" and all(v > 0 for v in values)
         for model in MODELS:
-            corr, causal = collect(records, kind, model, measure, plan.get("min_visits", 0))
-            values = [v for _, v, _ in corr] + [v for d in causal.values() for v in d.values()]
-            ratio = kind == "state" and all(v > 0 for v in values)
+            corr, causal = arms[model]
             rows += bin_rows(corr, edges, model, measure, level)
             rows += count_rows(causal, plan["counts"], model, measure, level)
             found = {}
