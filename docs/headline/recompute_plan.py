@@ -37,9 +37,9 @@ contrasts"; `docs/guide/analysis.md`, "The causal-correlational gap"), not from 
 - `gap: N`: the causal automata at N against the cluster means of the correlational pairs with
   count in [N/sqrt2, N*sqrt2] (closed). Symbol half (signed per-symbol values): the difference,
   Welch's interval. State half: the ratio causal mean / correlational mean when every value of
-  the half under that measure (both arms, both models, after min_visits) is positive, else the
-  difference; the ratio's interval is `exp(log(gap) +- t(df) * sqrt(rc^2 + rr^2))`, rc, rr each arm's
-  sem / mean, df Welch-Satterthwaite on those relative variances.
+  the half under that measure (both arms, both models, after min_visits) is positive, else
+  the difference; the ratio's interval is `exp(log(gap) +- t(df) * sqrt(rc^2 + rr^2))`, rc,
+  rr each arm's sem / mean, df Welch-Satterthwaite on those relative variances.
 - Fewer than two values on a side: an estimate, no interval. Verdicts: `above` (`below`) is
   reproduced when the interval lies above (below) no effect (0; 1 for a ratio), not reproduced
   when it lies on the other side, else (or with no interval) not resolved; `nonzero` is
