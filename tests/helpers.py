@@ -7,7 +7,7 @@ never from one another.
 from __future__ import annotations
 
 import contextlib
-import importlib
+import importlib.util
 import io
 import json
 import os
@@ -21,7 +21,7 @@ __all__ = [
     "short_pfsa", "check_split_law_by_position", "CliResult", "exit_status", "run_cli", "cli_env",
     "alive", "survivors", "wait_for", "on_path", "package_graph", "offenders",
     "SYMBOLS", "STATES", "result", "write_results", "records", "synthetic_runs",
-    "correlational_run", "tiny_args", "tiny_fit_grid",
+    "correlational_run", "tiny_args", "tiny_fit_grid", "load_script",
 ]
 
 REPO = Path(__file__).resolve().parents[1]
@@ -416,3 +416,14 @@ command:
   - configs/parity_starfree.yaml
   - ${{args}}
 """
+
+
+def load_script(path: Path):
+    """A script that is not a package module (``docs/headline/*.py``, ``docs/figures/*.py``),
+    loaded from its file; registered in ``sys.modules`` under its stem while it runs (a
+    dataclass in it looks its module up while it is defined)."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module

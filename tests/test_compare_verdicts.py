@@ -1,18 +1,12 @@
 """docs/headline/compare_verdicts.py lines up two committed plan outputs without recomputing."""
 
-import importlib.util
-from pathlib import Path
+from tests.helpers import REPO, load_script
 
-REPO = Path(__file__).resolve().parents[1]
 V2 = REPO / "docs" / "headline" / "v2"
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location(
-        "compare_verdicts", REPO / "docs" / "headline" / "compare_verdicts.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(REPO / "docs" / "headline" / "compare_verdicts.py")
 
 
 def test_same_verdicts_read_as_same_and_a_changed_one_as_differs():

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import load_script
+
 REPO = Path(__file__).resolve().parents[1]
 PAGES = [REPO / "README.md", REPO / "CHANGELOG.md", *sorted((REPO / "docs").rglob("*.md"))]
 LINK = re.compile(r"\]\(([^)\s]+)\)")
@@ -127,15 +129,6 @@ def test_reproduction_docs_ship_both_arms_and_architectures(case):
     assert "## Findings" in text
 
 
-def _load_script(path: Path):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.parametrize("case", REPRODUCTIONS)
 def test_reproduction_csv_intervals_are_the_t_intervals_of_their_points(case):
     """The docs quote `ci_low`/`ci_high`, derived from each point's mean, sem and n: they must be
@@ -145,7 +138,7 @@ def test_reproduction_csv_intervals_are_the_t_intervals_of_their_points(case):
 
     from cfl_lightning.analysis.stats import t_interval
 
-    redraw = _load_script(REPO / "docs" / "figures" / "redraw_from_csv.py")
+    redraw = load_script(REPO / "docs" / "figures" / "redraw_from_csv.py")
     path = REPO / "docs" / "figures" / f"{case}_repro.csv"
     rows = redraw.read_rows(str(path))
     assert rows
@@ -177,7 +170,7 @@ def test_headline_study_tables_are_what_the_committed_results_give(capsys):
     """docs/headline_study.md quotes the output of docs/headline/verdict.py on the committed
     results; rerunning it must print exactly that block (a changed analysis function or a
     changed results file shows here)."""
-    verdict = _load_script(REPO / "docs" / "headline" / "verdict.py")
+    verdict = load_script(REPO / "docs" / "headline" / "verdict.py")
     verdict.main([str(REPO / "docs" / "headline" / "results.jsonl")])
     printed = capsys.readouterr().out.strip()
     text = (REPO / "docs" / "headline_study.md").read_text(encoding="utf-8")

@@ -4,13 +4,12 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
-from pathlib import Path
 
 from cfl_lightning.sweep import iter_grid, load_sweep
 from cfl_lightning.sweep.naming import point_hash
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.helpers import REPO, load_script
+
 V2 = REPO / "sweeps" / "headline" / "v2"
 V1_CAUSAL = [15, 38, 70, 165, 253, 289, 477, 479, 576, 597, 614, 694, 769, 797, 865, 923]
 
@@ -20,10 +19,7 @@ def _block(text: str, name: str) -> str:
 
 
 def test_weighted_tables_are_what_the_committed_results_give(capsys):
-    path = REPO / "docs" / "headline" / "verdict_weighted.py"
-    spec = importlib.util.spec_from_file_location("verdict_weighted", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _script("verdict_weighted")
     module.main([str(REPO / "docs" / "headline" / "results.jsonl")])
     printed = capsys.readouterr().out.strip()
     text = (REPO / "docs" / "headline_study.md").read_text(encoding="utf-8")
@@ -81,9 +77,7 @@ def test_p4_check_finds_a_changed_run_and_only_that(tmp_path, capsys):
     same everywhere; a copy with one transformer run's values x 1.1 is reported as 63 of 64."""
     import json
 
-    spec = importlib.util.spec_from_file_location("p4_check", REPO / "docs/headline/p4_check.py")
-    check = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(check)
+    check = _script("p4_check")
     standin = REPO / "docs/headline/v2/v1_causal_standin.jsonl"
     lines = standin.read_text().splitlines()
     changed = []
@@ -107,10 +101,7 @@ def test_p4_check_finds_a_changed_run_and_only_that(tmp_path, capsys):
 
 
 def _script(name: str):
-    spec = importlib.util.spec_from_file_location(name, REPO / "docs" / "headline" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(REPO / "docs" / "headline" / f"{name}.py")
 
 
 def test_state_half_exploratory_numbers_are_what_the_scripts_print(tmp_path, capsys):

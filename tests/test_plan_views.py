@@ -5,7 +5,6 @@ addendum held to an independent recomputation from the committed records."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import os
 
@@ -29,7 +28,7 @@ from cfl_lightning.analysis.plan import (
 )
 from cfl_lightning.analysis.records import load_jsonl, record_from_results
 from cfl_lightning.errors import CflError
-from tests.helpers import correlational_run, result
+from tests.helpers import correlational_run, load_script, result
 
 REPO = Path(__file__).resolve().parents[1]
 BASE = {"target": "symbol:*", "bins": [10, 20, 40], "counts": [15, 30],
@@ -149,11 +148,7 @@ def test_bad_options_get_one_line(bad, what):
 
 
 def _recompute_module():
-    spec = importlib.util.spec_from_file_location(
-        "recompute_addendum", REPO / "docs" / "headline" / "recompute_addendum.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(REPO / "docs" / "headline" / "recompute_addendum.py")
 
 
 @pytest.mark.slow

@@ -10,14 +10,12 @@ Adding a version's outputs is one line of :data:`CASES`.
 from __future__ import annotations
 
 import functools
-import importlib.util
 import re
-import sys
 from dataclasses import replace
 
 import pytest
 
-from tests.helpers import REPO
+from tests.helpers import REPO, load_script
 
 HEADLINE = REPO / "docs" / "headline"
 
@@ -36,11 +34,7 @@ NO_INTERVAL = "–"
 @functools.lru_cache(maxsize=1)
 def recompute():
     """The script, loaded from its file (it is not a package module)."""
-    spec = importlib.util.spec_from_file_location("recompute_plan", HEADLINE / "recompute_plan.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclass looks its module up while it is defined
-    spec.loader.exec_module(module)
-    return module
+    return load_script(HEADLINE / "recompute_plan.py")
 
 
 @functools.lru_cache(maxsize=None)
