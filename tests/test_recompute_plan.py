@@ -10,7 +10,6 @@ Adding a version's outputs is one line of :data:`CASES`.
 from __future__ import annotations
 
 import functools
-import re
 from dataclasses import replace
 
 import pytest
@@ -27,7 +26,6 @@ CASES = [
      "v2/state_half_plan_output.md"),
     ("symbol", "plan_v3_symbol.yaml", ("v3/results.jsonl",), "v3/symbol_half_plan_output.md"),
 ]
-MODELS = {"LSTM": "LSTMLanguageModel", "Transformer": "TransformerLanguageModel"}
 NO_INTERVAL = "–"
 
 
@@ -46,54 +44,14 @@ def rows_of(plan: str, files: tuple[str, ...]):
     return tuple(module.evaluate(records, module.load_plan(HEADLINE / plan)))
 
 
+def parse_plan_output(text: str) -> dict[tuple[str, str, str], dict]:
+    """Every row of a committed plan output, read by the parser `compare_verdicts.py` uses."""
+    return load_script(HEADLINE / "compare_verdicts.py").parse_plan_output(text)
+
+
 def output_text(output: str) -> str:
     """A committed plan output (below docs/headline/)."""
     return (HEADLINE / output).read_text(encoding="utf-8")
-
-
-def _cells(line: str) -> list[str]:
-    return [c.strip() for c in line.strip().strip("|").split("|")]
-
-
-def _sides(text: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """``43 vs 35 (115 vs 42 pairs)`` -> ((43, 35), (115, 42)); ``32 (32 pairs)`` ->
-    ((32,), (32,))."""
-    match = re.fullmatch(r"(.+) \((.+) pairs\)", text)
-    return tuple(tuple(int(x) for x in part.split(" vs ")) for part in match.groups())
-
-
-def parse_plan_output(text: str) -> dict[tuple[str, str, str], dict]:
-    """Every row of an `analyze --plan` markdown output: ``(name, model, measure)`` -> its
-    printed cells (``value``, ``interval``, ``n``, ``pairs``, ``verdict``), names as the
-    recomputation writes them (``bin:E``, ``count:N``, the contrast's, ``claim:NAME``)."""
-    found: dict[tuple[str, str, str], dict] = {}
-    measure = model = table = None
-    for line in text.splitlines():
-        if line.startswith("## measure: "):
-            measure = line.split(": ", 1)[1].strip()
-        elif line.startswith("### "):
-            model = MODELS[line[4:].strip()]
-        elif line.startswith("|") and not line.startswith("|---"):
-            cells = _cells(line)
-            if cells[0] in ("correlational bin", "causal count", "contrast", "claim"):
-                table = cells[0]
-                continue
-            if table == "claim":
-                for short, verdict in zip(MODELS, cells[3:5]):
-                    found[(f"claim:{cells[0]}", MODELS[short], cells[2])] = {"verdict": verdict}
-                continue
-            n, pairs = _sides(cells[1])
-            if table == "correlational bin":
-                name = "bin:" + cells[0].strip("[").split(",")[0]
-            elif table == "causal count":
-                name = "count:" + cells[0]
-            else:
-                name = cells[0].split(":", 1)[0]
-            row = {"value": cells[2], "interval": cells[3], "n": n, "pairs": pairs}
-            if table == "contrast":
-                row["verdict"] = cells[5]
-            found[(name, model, measure)] = row
-    return found
 
 
 def _fmt(x) -> str:

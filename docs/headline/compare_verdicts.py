@@ -13,41 +13,75 @@ recomputed: it only lines up what the two plan outputs say.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
-MODELS = ("LSTM", "Transformer")
+#: the model headings of a plan output and the records' model names
+MODELS = {"LSTM": "LSTMLanguageModel", "Transformer": "TransformerLanguageModel"}
+_SHORT = {long: short for short, long in MODELS.items()}
 
 
 def _cells(line: str) -> list[str]:
     return [cell.strip() for cell in line.strip().strip("|").split("|")]
 
 
-def parse(text: str) -> tuple[dict, dict]:
-    """Claims ``{(claim, measure): {model: verdict}}`` and contrasts
-    ``{(contrast, measure, model): (estimate, interval, verdict)}`` of one plan output."""
-    claims: dict = {}
-    contrasts: dict = {}
-    measure = model = None
-    in_verdict = False
+def _sides(text: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """``43 vs 35 (115 vs 42 pairs)`` -> ((43, 35), (115, 42)); ``32 (32 pairs)`` ->
+    ((32,), (32,)); a per-run table's bare ``101`` -> ((101,), (101,))."""
+    match = re.fullmatch(r"(.+) \((.+) pairs\)", text)
+    parts = match.groups() if match else (text, text)
+    return tuple(tuple(int(x) for x in part.split(" vs ")) for part in parts)
+
+
+def parse_plan_output(text: str) -> dict[tuple[str, str, str], dict]:
+    """Every row of an `analyze --plan` markdown output: ``(name, model, measure)`` -> its
+    printed cells (``value``, ``interval``, ``n``, ``pairs`` and, for contrasts and claims,
+    ``verdict``). Names: ``bin:E`` (``bin-run:E`` in the per-run view's table), ``count:N``,
+    the contrast's (``C1``, ``G62``, ...), ``claim:NAME``; models as the records name them."""
+    found: dict[tuple[str, str, str], dict] = {}
+    measure = model = table = None
     for line in text.splitlines():
         if line.startswith("## measure: "):
-            measure, in_verdict = line.split(": ", 1)[1].strip(), False
-        elif line.startswith("## verdict"):
-            in_verdict = True
+            measure = line.split(": ", 1)[1].strip()
         elif line.startswith("### "):
-            model = line[4:].strip()
-        elif not line.startswith("|") or line.startswith("|---"):
-            continue
-        elif in_verdict:
+            model = MODELS[line[4:].strip()]
+        elif line.startswith("|") and not line.startswith("|---"):
             cells = _cells(line)
-            if cells[0] != "claim":
-                claims[(cells[0], cells[2])] = dict(zip(MODELS, cells[3:5]))
-        else:
-            cells = _cells(line)
-            if len(cells) == 6 and cells[0] != "contrast":
+            if cells[0] in ("correlational bin", "causal count", "contrast", "claim"):
+                table = "per-run bin" if cells[1] == "pairs" else cells[0]
+                continue
+            if table == "claim":
+                for short, verdict in zip(MODELS, cells[3:5]):
+                    found[(f"claim:{cells[0]}", MODELS[short], cells[2])] = {"verdict": verdict}
+                continue
+            n, pairs = _sides(cells[1])
+            if table in ("correlational bin", "per-run bin"):
+                head = "bin:" if table == "correlational bin" else "bin-run:"
+                name = head + cells[0].strip("[").split(",")[0]
+            elif table == "causal count":
+                name = "count:" + cells[0]
+            else:
                 name = cells[0].split(":", 1)[0]
-                contrasts[(name, measure, model)] = (cells[2], cells[3], cells[5])
+            row = {"value": cells[2], "interval": cells[3], "n": n, "pairs": pairs}
+            if table == "contrast":
+                row["verdict"] = cells[5]
+            found[(name, model, measure)] = row
+    return found
+
+
+def parse(text: str) -> tuple[dict, dict]:
+    """Claims ``{(claim, measure): {model: verdict}}`` and contrasts
+    ``{(contrast, measure, model): (estimate, interval, verdict)}`` of one plan output (models
+    by their headings, ``LSTM`` and ``Transformer``)."""
+    claims: dict = {}
+    contrasts: dict = {}
+    for (name, model, measure), row in parse_plan_output(text).items():
+        if name.startswith("claim:"):
+            claims.setdefault((name[len("claim:"):], measure), {})[_SHORT[model]] = row["verdict"]
+        elif "verdict" in row:
+            contrasts[(name, measure, _SHORT[model])] = (
+                row["value"], row["interval"], row["verdict"])
     return claims, contrasts
 
 
