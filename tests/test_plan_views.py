@@ -152,16 +152,17 @@ def _recompute_module():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("plan, files", [
-    ("plan_v2_addendum_symbol.yaml", ()),  # the script's default: version 2's records
-    ("plan_v3_addendum_symbol.yaml", ("v3/results.jsonl",)),
+@pytest.mark.parametrize("plan, files, half", [
+    ("plan_v2_addendum_symbol.yaml", (), "symbol"),  # the script's default: version 2's records
+    ("plan_v3_addendum_symbol.yaml", ("v3/results.jsonl",), "symbol"),
+    ("plan_v2_addendum_state.yaml", ("v2/results.jsonl", "v2/results_state.jsonl"), "state"),
 ])
-def test_addendum_agrees_with_an_independent_recomputation(capsys, plan, files):
-    """`analyze --plan docs/headline/plan_v*_addendum_symbol.yaml` against numpy/scipy code that
+def test_addendum_agrees_with_an_independent_recomputation(capsys, plan, files, half):
+    """`analyze --plan docs/headline/plan_v*_addendum_*.yaml` against numpy/scipy code that
     reads the committed JSONL itself (docs/headline/recompute_addendum.py), three decimals."""
     module = _recompute_module()
     paths = [REPO / "docs" / "headline" / f for f in files]
-    module.main([str(p) for p in paths])
+    module.main(["--half", half] + [str(p) for p in paths])
     lines = [line.split() for line in capsys.readouterr().out.splitlines()]
     records = [r for f in (paths or module.FILES) for r in load_jsonl(f)]
     res = evaluate_plan(records, load_plan(REPO / "docs" / "headline" / plan))

@@ -1,16 +1,30 @@
-"""An independent recomputation of the version 2 re-analysis (the plan addendum, A1-A4) from the
+"""An independent recomputation of the re-analysis views (the plan addendum, A1-A4) from the
 committed records, with numpy and scipy only (no `cfl_lightning` code), as a sceptical reader
 would do it:
 
     python docs/headline/recompute_addendum.py [FILE.jsonl ...]
+    python docs/headline/recompute_addendum.py --half state FILE.jsonl [FILE.jsonl ...]
 
 Reads the given files, by default `docs/headline/v2/results.jsonl` (correlational and version
 2's new causal runs) and `results_p4.jsonl` (version 1's causal runs again); version 3's symbol
-half is `docs/headline/v3/results.jsonl` alone. Symbol half (every symbol of every
-correlational run; the causal runs' `a`), and prints one line per number:
-`NAME MODEL MEASURE value low high` (intervals 95%, equivalence lines 90%). The test
-`tests/test_headline_study.py` holds `analyze --plan docs/headline/plan_v2_addendum_symbol.yaml`
-to these lines (three decimals).
+half is `docs/headline/v3/results.jsonl` alone. Symbol half (default): every symbol of every
+correlational run against the causal runs' `a`; state half (`--half state`, files such as
+`v2/results.jsonl v2/results_state.jsonl`): every state against the causal runs' `q1`. Prints
+one line per number: `NAME MODEL MEASURE value low high` (intervals 95%, equivalence lines 90%).
+`tests/test_plan_views.py` holds `analyze --plan docs/headline/plan_v*_addendum_*.yaml` to these
+lines (three decimals).
+
+The rules, from `docs/analysis.md` ("Plans of pre-registered contrasts") and
+`docs/guide/analysis.md` ("The causal-correlational gap"), not from the package: a gap is the
+causal values at N against the correlational pairs with count in [N/sqrt2, N sqrt2], one mean
+per automaton (per pair in the per-run view, `-run`); it is a difference (Welch) unless every
+value of the half under that measure (both arms, both models, after `min_visits: 1`) is
+positive (per-state values; per-symbol values are signed, always a difference), then a ratio
+of means with the delta-method interval on the log ratio (Welch-Satterthwaite df on the
+relative variances). Equivalence (`E`, unweighted): the 90% interval
+against +-0.1 x the correlational mean (a difference) or 1 +- 0.1 (a ratio). Re-weighted (`W`,
+weighted): each causal run's `kl_target_unweighted x N / K`, K its corpus size, under the
+weighted measure's gap kind.
 """
 
 from __future__ import annotations
@@ -30,7 +44,10 @@ MEASURES = {"kl_target_unweighted": "kl_unweighted", "kl_target": "kl"}
 FACTOR = math.sqrt(2.0)
 
 
-def read(files=FILES):
+TARGET = {"symbol": "symbol:a", "state": "state:q1"}
+
+
+def read(files=FILES, half: str = "symbol"):
     """Correlational pairs ``{(model, measure): [(count, value, automaton)]}`` and causal values
     ``{(model, measure, N): {automaton: value}}`` (plus the re-weighted ``kl_target``)."""
     corr, causal = defaultdict(list), defaultdict(dict)
@@ -41,13 +58,15 @@ def read(files=FILES):
             if r["intervention"] == "none":
                 for spec, count in r["occurrences"]["count"].items():
                     kind, name = spec.split(":", 1)
-                    if kind != "symbol" or not r["test_visits"].get(spec):
+                    if kind != half or not r["test_visits"].get(spec):
                         continue
                     for measure, table in MEASURES.items():
-                        value = r[table]["symbol"].get(name)
+                        value = r[table][half].get(name)
                         if value is not None:
                             corr[(model, measure)].append((count, value, auto))
-            elif r["intervention"] == "exact" and r["event"] == "symbol:a":
+            elif r["intervention"] == "exact" and r["event"] == TARGET[half]:
+                if r.get("target_test_visits", 1) < 1:
+                    continue
                 n = r["count"]
                 for measure in MEASURES:
                     causal[(model, measure, n)][auto] = r[measure]
@@ -74,12 +93,34 @@ def welch(a, b, level=0.95):
     return diff, diff - half, diff + half
 
 
+def log_ratio(a, b, level=0.95):
+    """Ratio of means, delta-method interval on the log ratio (df on the relative variances)."""
+    ratio = a.mean() / b.mean()
+    ra, rb = a.var(ddof=1) / len(a) / a.mean() ** 2, b.var(ddof=1) / len(b) / b.mean() ** 2
+    df = (ra + rb) ** 2 / (ra**2 / (len(a) - 1) + rb**2 / (len(b) - 1))
+    half = stats.t.ppf(0.5 + level / 2, df) * math.sqrt(ra + rb)
+    return ratio, ratio * math.exp(-half), ratio * math.exp(half)
+
+
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    corr, causal = read([Path(f) for f in argv] or FILES)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    half = "symbol"
+    if "--half" in argv:
+        i = argv.index("--half")
+        half = argv[i + 1]
+        del argv[i:i + 2]
+    corr, causal = read([Path(f) for f in argv] or FILES, half)
+    # the gap's kind per measure: per-symbol values are signed (a difference); per-state ones
+    # give a ratio when every value of the half is positive
+    ratio = {measure: half == "state" and all(v > 0 for (m, meas), pairs in corr.items() if meas == measure
+                          for _, v, _ in pairs)
+             and all(v > 0 for (m, meas, n), vals in causal.items() if meas == measure
+                     for v in vals.values())
+             for measure in MEASURES}
     out = []
     for model in ("LSTMLanguageModel", "TransformerLanguageModel"):
         for measure in MEASURES:
+            gap = log_ratio if ratio[measure] else welch
             pairs = corr[(model, measure)]
             for name, (a, b) in {"C1-run": (200, 100), "C2-run": (200, 566)}.items():
                 hi = {200: 283, 100: 141, 566: 800}
@@ -90,15 +131,18 @@ def main(argv: list[str] | None = None) -> int:
                 c = np.array(list(causal[(model, measure, n)].values()))
                 near = select(pairs, n / FACTOR, n * FACTOR, True, False)
                 run = select(pairs, n / FACTOR, n * FACTOR, True, True)
-                out.append((f"G{n}-run", model, measure, *welch(c, run)))
+                out.append((f"G{n}-run", model, measure, *gap(c, run)))
                 if measure == "kl_target_unweighted":
-                    value, low, high = welch(c, near, 0.90)
+                    value, low, high = gap(c, near, 0.90)
                     out.append((f"E{n}-90", model, measure, value, low, high))
-                    out.append((f"E{n}-margin", model, measure, 0.1 * near.mean(),
-                                -0.1 * near.mean(), 0.1 * near.mean()))
+                    if ratio[measure]:
+                        out.append((f"E{n}-margin", model, measure, 0.1, 0.9, 1.1))
+                    else:
+                        out.append((f"E{n}-margin", model, measure, 0.1 * near.mean(),
+                                    -0.1 * near.mean(), 0.1 * near.mean()))
                 else:
                     w = np.array(list(causal[(model, "reweighted", n)].values()))
-                    out.append((f"W{n}", model, measure, *welch(w, near)))
+                    out.append((f"W{n}", model, measure, *gap(w, near)))
     for name, model, measure, value, low, high in out:
         print(f"{name} {model} {measure} {value:.6f} {low:.6f} {high:.6f}")
     return 0
