@@ -156,6 +156,7 @@ def _recompute_module():
     ("plan_v2_addendum_symbol.yaml", (), "symbol"),  # the script's default: version 2's records
     ("plan_v3_addendum_symbol.yaml", ("v3/results.jsonl",), "symbol"),
     ("plan_v2_addendum_state.yaml", ("v2/results.jsonl", "v2/results_state.jsonl"), "state"),
+    ("plan_v3_addendum_state.yaml", ("v3/results.jsonl", "v3/results_state.jsonl"), "state"),
 ])
 def test_addendum_agrees_with_an_independent_recomputation(capsys, plan, files, half):
     """`analyze --plan docs/headline/plan_v*_addendum_*.yaml` against numpy/scipy code that

@@ -25,6 +25,8 @@ CASES = [
     ("state", "plan_v2_state.yaml", ("v2/results.jsonl", "v2/results_state.jsonl"),
      "v2/state_half_plan_output.md"),
     ("symbol", "plan_v3_symbol.yaml", ("v3/results.jsonl",), "v3/symbol_half_plan_output.md"),
+    ("state", "plan_v3_state.yaml", ("v3/results.jsonl", "v3/results_state.jsonl"),
+     "v3/state_half_plan_output.md"),
 ]
 NO_INTERVAL = "–"
 
@@ -55,6 +57,8 @@ def output_text(output: str) -> str:
 
 
 def _fmt(x) -> str:
+    if x is None:
+        return NO_INTERVAL  # no estimate: the output prints the same dash
     text = f"{x:.3f}"
     return "0.000" if text == "-0.000" else text
 

@@ -40,7 +40,7 @@ contrasts"; `docs/guide/analysis.md`, "The causal-correlational gap"), not from 
   the half under that measure (both arms, both models, after min_visits) is positive, else
   the difference; the ratio's interval is `exp(log(gap) +- t(df) * sqrt(rc^2 + rr^2))`, rc,
   rr each arm's sem / mean, df Welch-Satterthwaite on those relative variances.
-- Fewer than two values on a side: an estimate, no interval. Verdicts: `above` (`below`) is
+- Fewer than two values on a side: an estimate, no interval (no values on a side: neither). Verdicts: `above` (`below`) is
   reproduced when the interval lies above (below) no effect (0; 1 for a ratio), not reproduced
   when it lies on the other side, else (or with no interval) not resolved; `nonzero` is
   reproduced when the interval excludes no effect, else not resolved. Claims: `rule: all`
@@ -48,7 +48,7 @@ contrasts"; `docs/guide/analysis.md`, "The causal-correlational gap"), not from 
   resolved; `rule: any` reproduced when one is, not reproduced when all are not, else not
   resolved.
 
-Output, one line per number (fields separated by single spaces; `nan` for no interval):
+Output, one line per number (fields separated by single spaces; `nan` for no estimate or interval):
 
     bin:E MODEL MEASURE mean low high n=AUTOMATA pairs=PAIRS
     count:N MODEL MEASURE mean low high n=AUTOMATA pairs=PAIRS
@@ -167,8 +167,9 @@ def clusters(pairs, inside) -> tuple[np.ndarray, int]:
 
 
 def t_interval(values: np.ndarray, level: float):
-    """Mean and Student-t interval (``None`` ends for fewer than two values)."""
-    mean = float(np.mean(values)) if len(values) else math.nan
+    """Mean and Student-t interval (``None`` ends for fewer than two values; no mean for
+    none)."""
+    mean = float(np.mean(values)) if len(values) else None
     if len(values) < 2:
         return mean, None, None
     half = stats.t.ppf(0.5 + level / 2, len(values) - 1) * stats.sem(values)
@@ -176,7 +177,9 @@ def t_interval(values: np.ndarray, level: float):
 
 
 def welch(a: np.ndarray, b: np.ndarray, level: float):
-    """Difference of means with Welch's interval."""
+    """Difference of means with Welch's interval (no estimate when a side is empty)."""
+    if len(a) == 0 or len(b) == 0:
+        return None, None, None
     diff = float(a.mean() - b.mean())
     if len(a) < 2 or len(b) < 2:
         return diff, None, None
@@ -187,7 +190,10 @@ def welch(a: np.ndarray, b: np.ndarray, level: float):
 
 
 def log_ratio(a: np.ndarray, b: np.ndarray, level: float):
-    """Ratio of means with the delta-method interval on the log ratio."""
+    """Ratio of means with the delta-method interval on the log ratio (no estimate when a side
+    is empty)."""
+    if len(a) == 0 or len(b) == 0:
+        return None, None, None
     ratio = float(a.mean() / b.mean())
     if len(a) < 2 or len(b) < 2:
         return ratio, None, None
