@@ -21,14 +21,15 @@ per automaton (per pair in the per-run view, `-run`); it is a difference (Welch)
 value of the half under that measure (both arms, both models, after `min_visits: 1`) is
 positive (per-state values; per-symbol values are signed, always a difference), then a ratio
 of means with the delta-method interval on the log ratio (Welch-Satterthwaite df on the
-relative variances). Equivalence (`E`, unweighted): the 90% interval
-against +-0.1 x the correlational mean (a difference) or 1 +- 0.1 (a ratio). Re-weighted (`W`,
-weighted): each causal run's `kl_target_unweighted x N / K`, K its corpus size, under the
-weighted measure's gap kind.
+relative variances; the interval functions are `recompute_plan.py`'s). Equivalence (`E`,
+unweighted): the 90% interval against +-0.1 x the correlational mean (a difference) or 1 +- 0.1
+(a ratio). Re-weighted (`W`, weighted): each causal run's `kl_target_unweighted x N / K`, K its
+corpus size, under the weighted measure's gap kind.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import sys
@@ -36,9 +37,11 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
-from scipy import stats
 
 HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:  # loaded from its file (the tests), not run as a script
+    sys.path.insert(0, str(HERE))
+from recompute_plan import log_ratio, welch  # noqa: E402  the same intervals, written once
 FILES = [HERE / "v2" / "results.jsonl", HERE / "v2" / "results_p4.jsonl"]
 MEASURES = {"kl_target_unweighted": "kl_unweighted", "kl_target": "kl"}
 FACTOR = math.sqrt(2.0)
@@ -85,38 +88,28 @@ def select(pairs, low, high, closed, per_run):
     return np.array([np.mean(v) for v in groups.values()])
 
 
-def welch(a, b, level=0.95):
-    diff = a.mean() - b.mean()
-    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
-    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
-    half = stats.t.ppf(0.5 + level / 2, df) * math.sqrt(va + vb)
-    return diff, diff - half, diff + half
+def ratio_kind(corr, causal, half: str) -> dict[str, bool]:
+    """Per measure, whether the gaps are ratios: per-state values when every value of the half
+    under that measure (both arms, both models) is positive; per-symbol values are signed."""
+    def values(measure):
+        for (_, meas), pairs in corr.items():
+            if meas == measure:
+                yield from (v for _, v, _ in pairs)
+        for (_, meas, _), by_automaton in causal.items():
+            if meas == measure:
+                yield from by_automaton.values()
 
-
-def log_ratio(a, b, level=0.95):
-    """Ratio of means, delta-method interval on the log ratio (df on the relative variances)."""
-    ratio = a.mean() / b.mean()
-    ra, rb = a.var(ddof=1) / len(a) / a.mean() ** 2, b.var(ddof=1) / len(b) / b.mean() ** 2
-    df = (ra + rb) ** 2 / (ra**2 / (len(a) - 1) + rb**2 / (len(b) - 1))
-    half = stats.t.ppf(0.5 + level / 2, df) * math.sqrt(ra + rb)
-    return ratio, ratio * math.exp(-half), ratio * math.exp(half)
+    return {m: half == "state" and all(v > 0 for v in values(m)) for m in MEASURES}
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    half = "symbol"
-    if "--half" in argv:
-        i = argv.index("--half")
-        half = argv[i + 1]
-        del argv[i:i + 2]
-    corr, causal = read([Path(f) for f in argv] or FILES, half)
-    # the gap's kind per measure: per-symbol values are signed (a difference); per-state ones
-    # give a ratio when every value of the half is positive
-    ratio = {measure: half == "state" and all(v > 0 for (m, meas), pairs in corr.items() if meas == measure
-                          for _, v, _ in pairs)
-             and all(v > 0 for (m, meas, n), vals in causal.items() if meas == measure
-                     for v in vals.values())
-             for measure in MEASURES}
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--half", choices=sorted(TARGET), default="symbol")
+    parser.add_argument("files", nargs="*", type=Path)
+    args = parser.parse_args(argv)
+    half = args.half
+    corr, causal = read(args.files or FILES, half)
+    ratio = ratio_kind(corr, causal, half)
     out = []
     for model in ("LSTMLanguageModel", "TransformerLanguageModel"):
         for measure in MEASURES:
@@ -126,12 +119,12 @@ def main(argv: list[str] | None = None) -> int:
                 hi = {200: 283, 100: 141, 566: 800}
                 out.append((name, model, measure,
                             *welch(select(pairs, a, hi[a], False, True),
-                                   select(pairs, b, hi[b], False, True))))
+                                   select(pairs, b, hi[b], False, True), 0.95)))
             for n in (62, 125, 250, 500, 1000):
                 c = np.array(list(causal[(model, measure, n)].values()))
                 near = select(pairs, n / FACTOR, n * FACTOR, True, False)
                 run = select(pairs, n / FACTOR, n * FACTOR, True, True)
-                out.append((f"G{n}-run", model, measure, *gap(c, run)))
+                out.append((f"G{n}-run", model, measure, *gap(c, run, 0.95)))
                 if measure == "kl_target_unweighted":
                     value, low, high = gap(c, near, 0.90)
                     out.append((f"E{n}-90", model, measure, value, low, high))
@@ -142,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
                                     -0.1 * near.mean(), 0.1 * near.mean()))
                 else:
                     w = np.array(list(causal[(model, "reweighted", n)].values()))
-                    out.append((f"W{n}", model, measure, *gap(w, near)))
+                    out.append((f"W{n}", model, measure, *gap(w, near, 0.95)))
     for name, model, measure, value, low, high in out:
         print(f"{name} {model} {measure} {value:.6f} {low:.6f} {high:.6f}")
     return 0

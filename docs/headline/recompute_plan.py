@@ -40,13 +40,13 @@ contrasts"; `docs/guide/analysis.md`, "The causal-correlational gap"), not from 
   the half under that measure (both arms, both models, after min_visits) is positive, else
   the difference; the ratio's interval is `exp(log(gap) +- t(df) * sqrt(rc^2 + rr^2))`, rc,
   rr each arm's sem / mean, df Welch-Satterthwaite on those relative variances.
-- Fewer than two values on a side: an estimate, no interval (no values on a side: neither). Verdicts: `above` (`below`) is
-  reproduced when the interval lies above (below) no effect (0; 1 for a ratio), not reproduced
-  when it lies on the other side, else (or with no interval) not resolved; `nonzero` is
-  reproduced when the interval excludes no effect, else not resolved. Claims: `rule: all`
-  (default) reproduced when every contrast is, not reproduced when any is not, else not
-  resolved; `rule: any` reproduced when one is, not reproduced when all are not, else not
-  resolved.
+- Fewer than two values on a side: an estimate, no interval (no values on a side: neither).
+  Verdicts: `above` (`below`) is reproduced when the interval lies above (below) no effect (0;
+  1 for a ratio), not reproduced when it lies on the other side, else (or with no interval) not
+  resolved; `nonzero` is reproduced when the interval excludes no effect, else not resolved.
+  Claims: `rule: all` (default) reproduced when every contrast is, not reproduced when any is
+  not, else not resolved; `rule: any` reproduced when one is, not reproduced when all are not,
+  else not resolved.
 
 Output, one line per number (fields separated by single spaces; `nan` for no estimate or interval):
 
