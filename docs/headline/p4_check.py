@@ -57,7 +57,8 @@ def load(path: str) -> dict[tuple[str, int, int], dict]:
     with open(path) as f:
         for line in f:
             record = json.loads(line)
-            if record.get("intervention") == "exact" and record["config"]["data"]["event"] == "symbol:a":
+            event = record["config"]["data"]["event"]
+            if record.get("intervention") == "exact" and event == "symbol:a":
                 out[key(record)] = record
     return out
 
@@ -65,8 +66,9 @@ def load(path: str) -> dict[tuple[str, int, int], dict]:
 def main(standin_path: str, rerun_path: str) -> None:
     standin, rerun = load(standin_path), load(rerun_path)
     matched = sorted(set(standin) & set(rerun))
+    only_standin, only_rerun = len(set(standin) - set(rerun)), len(set(rerun) - set(standin))
     print(f"stand-in {len(standin)} runs, rerun {len(rerun)} runs, matched {len(matched)}; "
-          f"stand-in only {len(set(standin) - set(rerun))}, rerun only {len(set(rerun) - set(standin))}")
+          f"stand-in only {only_standin}, rerun only {only_rerun}")
     for model in sorted({k[0] for k in matched}):
         keys = [k for k in matched if k[0] == model]
         same = sum(
@@ -75,13 +77,15 @@ def main(standin_path: str, rerun_path: str) -> None:
             for k in keys
         )
         print(f"\n{model}: {len(keys)} matched runs, {same} the same to 1e-9 relative\n")
-        print("| measure | median rerun / stand-in | range | mean difference (rerun - stand-in) [95% t] |")
+        print("| measure | median rerun / stand-in | range "
+              "| mean difference (rerun - stand-in) [95% t] |")
         print("|---|---|---|---|")
         for m in MEASURES:
             a = np.array([value(standin[k], m) for k in keys])
             b = np.array([value(rerun[k], m) for k in keys])
             ratio, diff = b / a, b - a
-            half = t975(len(keys) - 1) * diff.std(ddof=1) / np.sqrt(len(keys)) if len(keys) > 1 else float("nan")
+            n = len(keys)
+            half = t975(n - 1) * diff.std(ddof=1) / np.sqrt(n) if n > 1 else float("nan")
             print(f"| {m} | {np.median(ratio):.3f} | {ratio.min():.3f}-{ratio.max():.3f} | "
                   f"{diff.mean():+.4f} [{diff.mean() - half:+.4f}, {diff.mean() + half:+.4f}] |")
 

@@ -49,7 +49,8 @@ def main(path: str) -> None:
         rho = np.corrcoef(ranks(d3), ranks(rate))[0, 1]
         print(f"  Spearman(D3, rate) {rho:+.3f}")
         top = np.argsort(-d3)[:4]
-        print("  largest D3: " + ", ".join(f"{tops[i]} ({d3[i]:+.3f}, rate {rate[i]:.3f})" for i in top))
+        largest = (f"{tops[i]} ({d3[i]:+.3f}, rate {rate[i]:.3f})" for i in top)
+        print("  largest D3: " + ", ".join(largest))
 
 
 if __name__ == "__main__":

@@ -9,9 +9,10 @@ Prints, per bin of the plan (and the gap windows at 500 and 1,000), how many of 
 (run, state) pairs are ``q0``'s and the mean unweighted value of ``q0``'s pairs against the other
 states' (pair means, a description), then copies the correlational records (``intervention``
 none) with ``q0`` removed from every state table (values, unweighted values, occurrences, test
-visits); causal records are left out of the copy (the state runs are given separately). Every string starts in ``q0``, so its count is 354 or
-more in every run and its per-visit values are lower than other states' at the same counts; the
-plan pooled it with the other 49 (as pre-registered). A description, looked at after the verdict.
+visits); causal records are left out of the copy (the state runs are given separately). Every
+string starts in ``q0``, so its count is 354 or more in every run and its per-visit values are
+lower than other states' at the same counts; the plan pooled it with the other 49 (as
+pre-registered). A description, looked at after the verdict.
 """
 
 from __future__ import annotations
