@@ -34,3 +34,15 @@ def test_a_file_without_a_verdict_table_is_refused(tmp_path, capsys):
     other.write_text("# not a plan output\n", encoding="utf-8")
     assert module.main([str(V2 / "symbol_half_plan_output.md"), str(other)]) == 2
     assert "no '## verdict' table" in capsys.readouterr().err
+
+
+def test_a_claim_table_with_one_model_column_is_read_by_its_header():
+    # version 3's D3 output trains the transformer only: its claim table has one model column,
+    # which must be read as the transformer's (a positional read gave it to the LSTM)
+    text = (REPO / "docs" / "headline" / "v3" / "d3_plan_output.md").read_text(encoding="utf-8")
+    claims, _ = _module().parse(text)
+    assert claims == {
+        ("4' causal decrease from 500 to 1000 (transformer, state q1)", measure): {
+            "Transformer": verdict}
+        for measure, verdict in (("kl_target_unweighted", "reproduced"),
+                                 ("kl_target", "not resolved"))}

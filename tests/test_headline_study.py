@@ -125,3 +125,24 @@ def test_state_half_exploratory_numbers_are_what_the_scripts_print(tmp_path, cap
     records = [json.loads(line) for line in copy.read_text().splitlines()]
     assert len(records) == 150 and all("q0" not in r["kl"]["state"] for r in records)
     assert all("q1" in r["kl"]["state"] for r in records)  # only q0 is dropped
+
+
+def test_v3_d3_topologies_follow_the_stated_draw_and_the_results_cover_them():
+    import json
+
+    import numpy as np
+
+    c32 = {p["data.topology_seed"] for p in iter_grid(load_sweep(V2 / "causal_symbol.yaml"))}
+    rest = [t for t in range(952) if t not in c32]
+    new = sorted(rest[i] for i in np.random.default_rng(2).choice(920, 55, replace=False))
+    points = list(iter_grid(load_sweep(REPO / "sweeps/headline/v3/d3_state_transformer.yaml")))
+    assert len(rest) == 920 and sorted({p["data.topology_seed"] for p in points}) == new
+    # the committed records are the sweep's 110 points: every topology at both counts, seed 0
+    with open(REPO / "docs/headline/v3/results_d3.jsonl", encoding="utf-8") as f:
+        records = [json.loads(line) for line in f]
+    runs = {(r["config"]["data"]["topology_seed"], r["count"]) for r in records}
+    assert len(records) == len(runs) == 110
+    assert runs == {(p["data.topology_seed"], p["data.count"]) for p in points}
+    assert {(r["model"], r["event"], r["realized_count"] == r["count"],
+             r["config"]["data"]["weight_seed"]) for r in records} == {
+        ("TransformerLanguageModel", "state:q1", True, 0)}

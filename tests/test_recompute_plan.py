@@ -27,6 +27,9 @@ CASES = [
     ("symbol", "plan_v3_symbol.yaml", ("v3/results.jsonl",), "v3/symbol_half_plan_output.md"),
     ("state", "plan_v3_state.yaml", ("v3/results.jsonl", "v3/results_state.jsonl"),
      "v3/state_half_plan_output.md"),
+    ("state", "plan_v3_d3.yaml", ("v3/results_d3.jsonl",), "v3/d3_plan_output.md"),
+    ("state", "plan_v3_d3.yaml", ("v2/results_state.jsonl", "v3/results_d3.jsonl"),
+     "v3/d3_all87_plan_output.md"),
 ]
 NO_INTERVAL = "–"
 

@@ -41,6 +41,7 @@ def parse_plan_output(text: str) -> dict[tuple[str, str, str], dict]:
     the contrast's (``C1``, ``G62``, ...), ``claim:NAME``; models as the records name them."""
     found: dict[tuple[str, str, str], dict] = {}
     measure = model = table = None
+    columns: list[str] = []  # the claim table's model columns, from its header
     for line in text.splitlines():
         if line.startswith("## measure: "):
             measure = line.split(": ", 1)[1].strip()
@@ -50,9 +51,10 @@ def parse_plan_output(text: str) -> dict[tuple[str, str, str], dict]:
             cells = _cells(line)
             if cells[0] in ("correlational bin", "causal count", "contrast", "claim"):
                 table = "per-run bin" if cells[1] == "pairs" else cells[0]
+                columns = cells[3:] if table == "claim" else columns
                 continue
             if table == "claim":
-                for short, verdict in zip(MODELS, cells[3:5]):
+                for short, verdict in zip(columns, cells[3:]):
                     found[(f"claim:{cells[0]}", MODELS[short], cells[2])] = {"verdict": verdict}
                 continue
             n, pairs = _sides(cells[1])

@@ -57,7 +57,8 @@ Output, one line per number (fields separated by single spaces; `nan` for no est
 
 with MODEL the record's `model` (LSTMLanguageModel, TransformerLanguageModel), CONTRAST the
 plan's name (C1, C1', D0, G62, ...), spaces in a claim's NAME written as `_` and VERDICT one of
-`reproduced`, `not_reproduced`, `not_resolved`. `tests/test_recompute_plan.py` holds these
+`reproduced`, `not_reproduced`, `not_resolved`. A model with no run about the target prints no
+line (as `analyze` prints no table for it). `tests/test_recompute_plan.py` holds these
 numbers (to three decimals) and verdicts to the committed plan outputs.
 """
 
@@ -294,8 +295,8 @@ def evaluate(records, plan: dict, level: float = 0.95) -> list[Row]:
         values = [v for corr, causal in arms.values() for v in
                   [x for _, x, _ in corr] + [x for d in causal.values() for x in d.values()]]
         ratio = kind == "state" and all(v > 0 for v in values)
-        for model in MODELS:
-            corr, causal = arms[model]
+        for model in (m for m in MODELS if arms[m][0] or arms[m][1]):  # a model with no runs
+            corr, causal = arms[model]                                    # prints nothing
             rows += bin_rows(corr, edges, model, measure, level)
             rows += count_rows(causal, plan["counts"], model, measure, level)
             found = {}
