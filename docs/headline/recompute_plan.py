@@ -295,8 +295,9 @@ def evaluate(records, plan: dict, level: float = 0.95) -> list[Row]:
         values = [v for corr, causal in arms.values() for v in
                   [x for _, x, _ in corr] + [x for d in causal.values() for x in d.values()]]
         ratio = kind == "state" and all(v > 0 for v in values)
-        for model in (m for m in MODELS if arms[m][0] or arms[m][1]):  # a model with no runs
-            corr, causal = arms[model]                                    # prints nothing
+        # a model with no run about the target prints nothing, as `analyze` prints no table
+        for model in (m for m in MODELS if any(arms[m])):
+            corr, causal = arms[model]
             rows += bin_rows(corr, edges, model, measure, level)
             rows += count_rows(causal, plan["counts"], model, measure, level)
             found = {}
