@@ -229,6 +229,20 @@ def test_status_of_a_local_run(tmp_path):
     assert run_cli("sweep", tmp_path / "none", "--status").returncode == 2
 
 
+def test_status_of_a_folder_that_is_no_sweep_is_one_line_exit_2(tmp_path):
+    folder = tmp_path / "photos"
+    (folder / "2026").mkdir(parents=True)
+    (folder / "notes.txt").write_text("x")
+    result = run_cli("sweep", folder, "--status")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert f"{folder}: not a sweep directory" in result.stderr and result.stdout == ""
+    result = run_cli("sweep", folder / "notes.txt", "--status")  # e.g. the sweep's YAML
+    assert result.returncode == 2 and "a file, not a sweep directory" in result.stderr
+    (folder / ".sweep.json").write_text('{"source": "grid.yaml", "config": null}')
+    result = run_cli("sweep", folder, "--status")  # negative control: a sweep's record
+    assert result.returncode == 0 and "0 points" in result.stdout
+
+
 # ----------------------------------------------------------------------- Lightning
 
 
