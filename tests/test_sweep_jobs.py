@@ -142,6 +142,11 @@ for epoch in range(start, 4):
     with open(ckpt + ".tmp", "w") as f:
         json.dump({"epoch": epoch + 1}, f)
     os.replace(ckpt + ".tmp", ckpt)
+if any(a.get("data.count") == "refused" for _, a in members):  # the job's CLI refuses it
+    print("python -m cfl_lightning: error: --model: class 'my_models.GRULM': No module named "
+          "'my_models'", file=sys.stderr)
+    print("  (see 'python -m cfl_lightning --help' for the options)", file=sys.stderr)
+    sys.exit(2)
 if any(a.get("data.count") == "crash" for _, a in members):
     print("done " + members[0][0], flush=True)
     print("RuntimeError: CUDA error: out of memory", file=sys.stderr)
@@ -152,6 +157,8 @@ for name, args in members:
     if os.path.exists(os.path.join(out, "results.json")):
         print("done " + name, flush=True)  # never trained or written again
         continue
+    if args.get("data.count") == "alone":  # fitted on its own (as a plain LightningModule is)
+        print(f"alone {name}: model GRULM is not a LanguageModel", flush=True)
     if args.get("data.count") == "huge":
         print(f"FAILED {name}: SizeError: the corpus needs 80 GB, 2 GB available", flush=True)
         failed = True
@@ -232,6 +239,41 @@ def test_a_crashed_job_gives_each_unreported_member_its_own_error_line(
     assert log.startswith("# trained in ensemble job ") and "RuntimeError: CUDA error" in log
 
 
+def test_a_job_that_dies_on_its_arguments_gives_the_cause_not_the_help_hint(
+    tmp_path, capsys, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(jobs, "JOB_MODULE", "fake_job")
+    (tmp_path / "fast").touch()
+    path, out = _ensemble_sweep(tmp_path, ["refused"]), tmp_path / "out"
+    code, err = _run(["sweep", str(path), "--output", str(out), "--ensemble", "4"], capsys)
+    assert code == 1, err
+    lines = [line for line in err.splitlines() if "FAILED" in line]
+    cause = "--model: class 'my_models.GRULM': No module named 'my_models'"
+    assert len(lines) == 2 and all(f"its last error: {cause}); log: " in x for x in lines), err
+    assert not any("--help" in line for line in lines)
+    assert main(["sweep", str(out), "--status"]) == 0
+    status = capsys.readouterr().out
+    assert status.count(cause) == 2, status
+
+
+def test_members_fitted_on_their_own_are_said_once_on_the_sweeps_output(
+    tmp_path, capsys, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(jobs, "JOB_MODULE", "fake_job")
+    (tmp_path / "fast").touch()
+    path, out = _ensemble_sweep(tmp_path, ["alone"], seeds=[0, 1, 2]), tmp_path / "out"
+    code, err = _run(["sweep", str(path), "--output", str(out), "--ensemble", "4"], capsys)
+    assert code == 0 and "3 done" in err, err
+    notes = [line for line in err.splitlines() if line.startswith("not ensembled: ")]
+    assert len(notes) == 1, err  # once, not once per point
+    assert notes[0].startswith("not ensembled: model GRULM is not a LanguageModel; such points "
+                               "are trained one by one by the ordinary fit (first: ")
+    assert jobs.parse_alone_line("done x") is None
+    assert jobs.parse_member_line("alone x_1: why") is None  # never read as done or FAILED
+
+
 @pytest.mark.slow  # a runner process of its own (its imports take seconds on a loaded CPU)
 def test_killed_ensemble_sweep_resumes_its_jobs_from_their_checkpoints(
     tmp_path, capsys, monkeypatch
@@ -305,3 +347,30 @@ def test_real_ensemble_job_reports_an_impossible_member_alone(tmp_path):
     found = sorted((tmp_path / "out").rglob("results.json"))
     assert len(found) == 2
     assert {json.loads(f.read_text())["num_strings"] for f in found} == {30}
+
+
+@pytest.mark.slow  # two real fits in process (seconds each)
+def test_real_job_fits_a_plain_lightningmodule_alone_in_one_version_and_names_a_bad_class(
+    tmp_path, capsys
+):
+    """A plain LightningModule (as the README's GRULM) is fitted on its own: the job says so on
+    stdout, and its only version folder holds results.json (none with only hparams.yaml); a
+    member whose class does not import fails alone, naming the module."""
+    import io
+
+    from cfl_lightning.cli.ensemble_job import run_job
+    from tests.helpers import tiny_args
+
+    out = io.StringIO()
+    status = run_job([("bag", tiny_args(tmp_path / "bag", "--model=tests.cli_models.Bag")),
+                      ("bad", tiny_args(tmp_path / "bad", "--model=my_models.GRULM"))],
+                     stream=out)
+    lines = out.getvalue().splitlines()
+    assert status == {"bad": "--model: class 'my_models.GRULM': No module named 'my_models'",
+                      "bag": None}, lines
+    assert lines == ["alone bag: model Bag is not a LanguageModel",
+                     f"FAILED bad: {status['bad']}", "done bag"]
+    versions = sorted(p for p in (tmp_path / "bag").rglob("version_*") if p.is_dir())
+    assert [v.name for v in versions] == ["version_0"], versions
+    assert (versions[0] / "results.json").is_file()
+

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from cfl_lightning.sweep.grid import SweepError, check_grid_size
-from cfl_lightning.sweep.jobs import parse_member_line
+from cfl_lightning.sweep.jobs import AloneNotes, parse_member_line
 from cfl_lightning.sweep.lock import SweepLocked, lock_output
 from cfl_lightning.sweep.logfile import read_new_lines
 from cfl_lightning.sweep.process import child_env
@@ -217,6 +217,7 @@ class _Watch:
         self.count = sum(len(t.points) for t in tasks)
         self.started = self.finished = 0
         self.array = tasks[0].id.split("_", 1)[0]
+        self.alone = AloneNotes(say)  # members a job fits on its own: said once per reason
 
     def run(self) -> None:
         try:
@@ -261,6 +262,8 @@ class _Watch:
             return
         lines, task.read = got
         for line in lines:
+            if self.alone(line):
+                continue
             parsed = parse_member_line(line)
             point = next((p for p in task.points if parsed and p.name == parsed[1]), None)
             if point is not None and point.name not in task.reported:

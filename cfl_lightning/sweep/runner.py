@@ -39,9 +39,9 @@ from cfl_lightning.io import atomic_write_text
 from cfl_lightning.results import find_results, results_files, results_problem, set_aside
 from cfl_lightning.sweep.command import build_command
 from cfl_lightning.sweep.grid import check_grid_size
-from cfl_lightning.sweep.jobs import EnsembleJob, parse_member_line, plan_jobs
+from cfl_lightning.sweep.jobs import AloneNotes, EnsembleJob, parse_member_line, plan_jobs
 from cfl_lightning.sweep.lock import lock_output
-from cfl_lightning.sweep.logfile import append_line, last_line, read_new_lines
+from cfl_lightning.sweep.logfile import append_line, error_line, read_new_lines
 from cfl_lightning.sweep.naming import point_hash
 from cfl_lightning.sweep.plan import SweepPoint, done_points, iter_plan
 from cfl_lightning.sweep.process import child_env, start_guarded, stop_all
@@ -239,6 +239,7 @@ class _Execution:
         self.parallel = 1
         self.began = time.monotonic()
         self.durations: list[float] = []  # seconds per finished point (a job's: per member)
+        self.alone = AloneNotes(say)  # members a job fits on its own: said once per reason
 
     def run(self, parallel: int) -> None:
         self.parallel = max(parallel, 1)
@@ -374,7 +375,7 @@ class _Execution:
         pending = {p.name: p for p in task.points if p.name not in task.reported}
         for line in lines:
             parsed = parse_member_line(line)
-            if parsed is None or parsed[1] not in pending:
+            if self.alone(line) or parsed is None or parsed[1] not in pending:
                 continue
             status, name, reason = parsed
             point = pending.pop(name)
@@ -395,14 +396,14 @@ class _Execution:
             elif code == 0:
                 self.report_done(task, point)
             else:
-                last = last_line(task.log)
+                last = error_line(task.log)
                 self.report(
                     point, False, f"exit {code}" + (f": {last}" if last else ""),
                     time.monotonic() - task.started,
                 )
             return
         self.read_members(task)
-        last = last_line(task.log)
+        last = error_line(task.log)
         for point in task.points:
             if point.name in task.reported:
                 continue
