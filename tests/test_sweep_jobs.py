@@ -274,6 +274,74 @@ def test_members_fitted_on_their_own_are_said_once_on_the_sweeps_output(
     assert jobs.parse_member_line("alone x_1: why") is None  # never read as done or FAILED
 
 
+FAKE_CHECK = """\
+import json, os, sys
+points = json.load(sys.stdin)
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "checked.txt"), "a") as f:
+    f.write(json.dumps([p["name"] for p in points]) + "\\n")
+for point in points:
+    if "--model=my_models.GRULM" in point["args"]:
+        print(f"bad {point['name']}: --model: class 'my_models.GRULM': No module named "
+              "'my_models'")
+"""
+
+
+@pytest.mark.parametrize("ensemble", [[], ["--ensemble", "4"]], ids=["plain", "ensemble"])
+def test_a_dry_run_checks_each_point_and_names_the_bad_ones(
+    tmp_path, capsys, monkeypatch, ensemble
+):
+    from cfl_lightning.sweep import check
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(check, "CHECK_MODULE", "fake_check")
+    (tmp_path / "fake_check.py").write_text(FAKE_CHECK)
+    path = tmp_path / "grid.yaml"
+    path.write_text(
+        "method: grid\nparameters:\n  model:\n    values: [LSTMLanguageModel, my_models.GRULM]\n"
+        "  seed_everything:\n    values: [0, 1, 2]\n"
+        "command:\n" + "".join(f"  - {c}\n" for c in FIT)
+    )
+    out = tmp_path / "out"
+    code, err = _run(["sweep", str(path), "--output", str(out), "--dry-run", *ensemble], capsys)
+    assert code == 2, err
+    bad = [line for line in err.splitlines() if line.startswith("bad point ")]
+    assert len(bad) == 3 and all("GRULM_s" in line and line.endswith(
+        ": --model: class 'my_models.GRULM': No module named 'my_models'") for line in bad), err
+    assert "3 of 6 point(s) would stop before training" in err
+    (checked,) = [json.loads(x) for x in (tmp_path / "checked.txt").read_text().splitlines()]
+    assert len(checked) == 2  # one per setting: the seeds are not checked again
+    assert not out.exists()
+    # negative controls: --no-check prints only; a grid of good points passes
+    code, err = _run(["sweep", str(path), "--output", str(out), "--dry-run", "--no-check"],
+                     capsys)
+    assert code == 0 and "bad point" not in err and len((tmp_path / "checked.txt")
+                                                         .read_text().splitlines()) == 1
+    path.write_text(path.read_text().replace(", my_models.GRULM", ""))
+    code, err = _run(["sweep", str(path), "--output", str(out), "--dry-run", *ensemble], capsys)
+    assert code == 0 and "all 3 point(s) pass fit's checks" in err, err
+
+
+@pytest.mark.slow  # the training CLI's parser, in process (seconds)
+def test_the_checker_reads_each_point_as_fit_does(tmp_path):
+    from cfl_lightning.cli.check_points import check_point
+
+    config = str(REPO / "configs" / "parity_starfree.yaml")
+    root = f"--trainer.default_root_dir={tmp_path / 'run'}"
+    seen: dict = {}
+    assert check_point(["--config", config, root], seen) is None
+    assert check_point(["--config", config, "--model=my_models.GRULM", root], seen) == (
+        "--model: class 'my_models.GRULM': No module named 'my_models'")
+    assert "--data.num_string" in check_point(["--config", config, "--data.num_string=5", root],
+                                              seen)
+    assert "unknown state 'nosuch'" in check_point(
+        ["--config", config, "--data.event=state:nosuch", root], seen)
+    assert "intervention is 'none'" in check_point(
+        ["--config", config, "--data.intervention=none", root], seen)
+    assert "expected int" in check_point(["--config", config, "--trainer.max_epochs=x", root],
+                                         seen)
+    assert not (tmp_path / "run").exists()  # nothing written
+
+
 @pytest.mark.slow  # a runner process of its own (its imports take seconds on a loaded CPU)
 def test_killed_ensemble_sweep_resumes_its_jobs_from_their_checkpoints(
     tmp_path, capsys, monkeypatch

@@ -466,7 +466,7 @@ def test_sweep_command_imports_no_lightning_or_wandb():
     code = (
         "import sys; from cfl_lightning.__main__ import main; "
         "rc = main(['sweep', 'sweeps/parity_starfree_causal_exact.yaml', '--output', "
-        "'/nonexistent/x', '--dry-run', '--limit', '1']); "
+        "'/nonexistent/x', '--dry-run', '--no-check', '--limit', '1']); "
         "assert rc == 0, rc; "
         "bad = [m for m in ('lightning', 'wandb', 'matplotlib') if m in sys.modules]; "
         "assert not bad, bad"

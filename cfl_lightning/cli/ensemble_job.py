@@ -35,7 +35,6 @@ done, 1 when one failed, 2 when the spec cannot be read.
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import sys
 import traceback
@@ -43,6 +42,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from cfl_lightning.cli.check_points import Tee, cli_refusal
 from cfl_lightning.errors import CflError
 from cfl_lightning.sweep.jobs import ALONE  # the grammar of the job's stdout lines
 
@@ -180,34 +180,11 @@ def build_member(name: str, args: list[str]) -> tuple[Any, Any]:
     return member, settings
 
 
-class _Tee(io.TextIOBase):
-    """A text stream that writes through to ``stream`` and keeps what it wrote."""
-
-    def __init__(self, stream: TextIO) -> None:
-        self.stream, self.kept = stream, io.StringIO()
-
-    def write(self, text: str) -> int:
-        self.kept.write(text)
-        return self.stream.write(text)
-
-    def flush(self) -> None:
-        self.stream.flush()
-
-
-def _exit_reason(err: SystemExit, printed: str) -> str:
-    """Why the training CLI exited (its one-line refusal, as printed on stderr)."""
-    for line in reversed(printed.splitlines()):
-        head, found, what = line.partition(": error: ")
-        if found and head and not head[0].isspace():
-            return " ".join(what.split())[:300]
-    return f"the training CLI exited with status {err.code}"
-
-
 def _fit_alone(name: str, args: list[str]) -> str | None:
     """Train a member with the ordinary ``fit``; None when it succeeded, else the reason."""
     from cfl_lightning.cli.train import main as fit_main
 
-    tee = _Tee(sys.stderr)
+    tee = Tee(sys.stderr)
     try:
         with contextlib.redirect_stderr(tee):
             code = fit_main(["fit", *args])
@@ -218,8 +195,8 @@ def _fit_alone(name: str, args: list[str]) -> str | None:
         return reason(err)
     if code == 0:
         return None
-    why = _exit_reason(SystemExit(code), tee.kept.getvalue())
-    return why if why.startswith("the training CLI") else f"fit exited with status {code}: {why}"
+    why = cli_refusal(tee.kept.getvalue())
+    return f"fit exited with status {code}" + (f": {why}" if why else "")
 
 
 def run_job(
@@ -256,12 +233,13 @@ def run_job(
     alone: list[tuple[str, list[str]]] = []
     with contextlib.redirect_stdout(sys.stderr):
         for name, args in members:
-            tee = _Tee(sys.stderr)
+            tee = Tee(sys.stderr)
             try:
                 with contextlib.redirect_stderr(tee):
                     member, settings = build_member(name, args)
             except SystemExit as err:  # the training CLI's one-line refusal of the arguments
-                say(name, _exit_reason(err, tee.kept.getvalue()))
+                why = cli_refusal(tee.kept.getvalue())
+                say(name, why or f"the training CLI exited with status {err.code}")
                 continue
             except Exception as err:  # noqa: BLE001 - a failed member is reported, others go on
                 traceback.print_exc()
