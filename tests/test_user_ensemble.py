@@ -105,9 +105,17 @@ def test_a_model_whose_training_the_ensemble_does_not_reproduce_is_refused():
     with pytest.raises(NotEnsembleable, match="Linear is not a LanguageModel"):
         check_ensembleable(torch.nn.Linear(2, 2))
     model, dm = build(0, DATA[0])
+    own = _OwnStep(num_symbols=dm.num_symbols, dropout=0.0).double()
     with pytest.raises(NotEnsembleable, match="overrides LanguageModel.training_step"):
-        EnsembleLanguageModel([_OwnStep(num_symbols=dm.num_symbols)], [dm])
-    assert issubclass(_OwnStep, LanguageModel)
+        EnsembleLanguageModel([own], [dm])
+    # the refusal is the override's: the same model without it is an ensemble, and the override
+    # changes what a step optimizes (the ensemble would train it as LanguageModel does)
+    assert EnsembleLanguageModel([model], [dm]).num_members == 1
+    dm.setup("fit")
+    batch = next(iter(dm.train_dataloader()))
+    batch = {k: v.double() if v.is_floating_point() else v for k, v in batch.items()}
+    ours = LanguageModel.training_step(own, batch, 0)
+    assert float(own.training_step(batch, 0)) == pytest.approx(2 * float(ours))
 
 
 FIT = ["${env}", "${interpreter}", "-m", "cfl_lightning", "fit", "--config",
