@@ -112,8 +112,9 @@ class LanguageModel(pl.LightningModule):
     override it to choose another initialisation, never call it), counts them
     (:attr:`num_parameters`) and saves the hyperparameters. Optional: :meth:`chosen_sizes`
     (widths to record), :meth:`stacked_network` (the stacked engine of ensembles). A subclass
-    that keeps :meth:`training_step`, :meth:`configure_optimizers` and the clipping trains under
-    ``sweep --ensemble M`` as in its own runs. What it may read after ``super().__init__``:
+    that keeps :meth:`training_step`, :meth:`configure_optimizers`, ``optimizer_step`` and
+    ``configure_gradient_clipping`` trains under ``sweep --ensemble M`` as in its own runs.
+    What it may read after ``super().__init__``:
 
     * ``num_symbols`` (``|S|``), ``vocab_size`` (input ids, ``S + 3``: the embedding's rows),
       ``num_classes`` (outputs, ``S + 1``, EOS last), ``eos_id``, ``bos_id``, ``pad_id``;
@@ -237,8 +238,9 @@ class LanguageModel(pl.LightningModule):
     def _add_shared_defaults(self) -> None:
         """Complete ``hparams`` with the shared arguments a subclass left to their defaults.
 
-        A subclass passes the shared arguments on as ``**training``, so the frame that
-        :meth:`save_hyperparameters` reads holds only those given. The missing ones are added at
+        A subclass passes the shared arguments on as ``**training``, so the call's arguments
+        (:func:`~cfl_lightning.models.construction.init_arguments`) hold only those given.
+        The missing ones are added at
         :class:`LanguageModel`'s defaults, every key in the order of the subclass's signature
         followed by ours (the order the keys had when each subclass listed them all). Under
         LightningCLI the hyperparameters are the parsed ``init_args`` (all of them): kept as
