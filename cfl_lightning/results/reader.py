@@ -116,7 +116,7 @@ class FieldReader:
         """``data[key]`` read as its schema type (missing key: None)."""
         reading = {
             "integer": self.integer, "number": self.number, "string": self.text,
-            "object": self.mapping,
+            "object": self.mapping, "boolean": self.boolean,
         }[field(key).type]
         return reading(data.get(key), key)
 
@@ -157,6 +157,16 @@ class FieldReader:
             raise self.wrong(key, "a string or null", value)
         # "None" is how ``wandb agent`` writes a Python None; lower-case "none" is an intervention
         return None if value.strip() in ("", "null", "None") else value
+
+    def boolean(self, value: Any, key: str) -> bool | None:
+        """A bool (``"true"``/``"false"`` as text too), None for a missing value."""
+        if isinstance(value, str) and value.strip().lower() in _MISSING_TEXT:
+            return None
+        if value is None or isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+            return value.strip().lower() == "true"
+        raise self.wrong(key, "a boolean or null", value)
 
     def mapping(self, value: Any, key: str) -> Mapping[str, Any] | None:
         """A JSON object, None for a missing value."""
