@@ -302,11 +302,13 @@ def test_the_csv_holds_control_and_did_on_every_row(tmp_path, control_runs, caps
     runs, items = control_runs
     out = tmp_path / "f.png"
     code = exit_status(["analyze", str(runs), "--target", "symbol:a", "--control", "non-target",
-                        "--edges", "100,1000", "--output", str(out)])
+                        "--edges", "100,1000", "--metric", "both", "--output", str(out)])
     captured = capsys.readouterr()
     assert code == 0, captured.err
     with open(out.with_suffix(".csv"), newline="") as handle:
-        rows = list(csv.DictReader(handle))
+        both = list(csv.DictReader(handle))
+    assert {r["metric"] for r in both} == set(READINGS)  # --metric both: one CSV, two readings
+    rows = [r for r in both if r["metric"] == "kl_target_unweighted"]
     for count in (100, 400):
         causal = [i for i in items if i["count"] == count and i["intervention"] == "exact"]
         dids = [i["kl_target_unweighted"] - reference_control(i, "kl_unweighted") for i in causal]

@@ -11,6 +11,8 @@ Examples::
     python -m cfl_lightning analyze parity.jsonl --output figures/parity.png
     python -m cfl_lightning analyze runs/ --target 'symbol:*' --metric kl_target --output p.png
     python -m cfl_lightning analyze docs/headline/results.jsonl --plan docs/headline/plan_v1.yaml
+    python -m cfl_lightning analyze docs/headline/v3/results.jsonl --target symbol:a \\
+        --control non-target --metric both --output did.png
 
 An input is a directory (every ``results.json`` below it is read), a ``.jsonl`` file (one
 results object per line, as ``--export-results`` writes them), or a W&B sweep path
@@ -51,6 +53,21 @@ per-event values (``occurrences``, ``kl``, ``kl_unweighted``, ``test_visits``): 
 every run without ``--target``, the targets' only with it. Analysing the export with the same
 ``--target`` options gives the same CSV as analysing the inputs. An export with no run to write
 is an error.
+
+``--metric both`` draws the two readings side by side (a panel each; one CSV, its ``metric``
+column telling them apart).
+
+``--control non-target`` compares the target with the rest of the corpus
+(:mod:`cfl_lightning.analysis.control`): per run, the mean of the same measure over the run's
+other events of the target's kind with a test visit (EOS excluded); ``did`` = target minus
+control per run, averaged per automaton, with a 95% t-interval over automata. The CSV gains
+``control``, ``did``, ``did_ci_low``, ``did_ci_high`` and ``did_n``, the figure a lower row of
+panels, stdout a table per reading (with or without ``--output``).
+
+``--unit seed`` takes every interval over the training seeds of the runs of one automaton
+(refused over several): repeats with different seeds are kept apart instead of reduced to the
+best; stdout, the CSV's ``unit`` column and the figure's title say that such intervals do not
+generalize over automata.
 
 ``--plan PLAN.yaml`` evaluates a plan of pre-registered contrasts
 (:mod:`cfl_lightning.analysis.plan`) on the runs read and prints its tables and verdict, under
