@@ -86,6 +86,11 @@ class RunRecord:
     test_visits: Mapping[str, int | None] | None = field(default=None, compare=False, repr=False)
     # what identifies the run's point (:func:`slim_config`); only kept for exports
     config: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+    # the run's non-target control, (weighted, unweighted): the mean over its other events of
+    # its target's kind (:mod:`cfl_lightning.analysis.control`); set by the analysis, never read
+    control: tuple[float | None, float | None] | None = field(
+        default=None, compare=False, repr=False
+    )
 
     @property
     def setting(self) -> str:
