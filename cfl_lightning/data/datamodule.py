@@ -75,6 +75,7 @@ from cfl_lightning.kinds.generators import GeneratorName
 from cfl_lightning.kinds.interventions import InterventionName
 from cfl_lightning.sampling import Corpus, Intervention
 from cfl_lightning.sampling.budget import check_corpora_memory
+from cfl_lightning.sampling.length import check_min_length
 from cfl_lightning.sampling.request import resolve_device
 
 __all__ = ["PFADataModule", "SPLITS", "LONG", "SAMPLING_METHOD", "GENERATORS", "GENERATOR_ARGS"]
@@ -187,6 +188,13 @@ class PFADataModule(L.LightningDataModule):
         self.settings, self.corpus_file = training_corpus(settings, self.automaton)
         #: the least length of the long test split's strings (None: no long split)
         self.long_min_length: Optional[int] = self.settings.long_min_length
+        #: ``P(length >= long_min_length)`` of one string (None without a long split)
+        self.long_probability: Optional[float] = None
+        if self.long_min_length is not None and self.settings.long_test_strings:
+            self.long_probability = check_min_length(
+                self.automaton, self.settings.long_test_strings, self.long_min_length,
+                f"data.long_min_length {self.long_min_length}",
+            )
         # The recorded hparams are the checked settings, with the real alphabet size (the
         # constructor value only sizes random automata): Lightning merges data and model hparams
         # and rejects a mismatch with the model's num_symbols. Saved again (not edited in place)

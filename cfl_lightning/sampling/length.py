@@ -35,6 +35,7 @@ __all__ = [
     "MAX_DRAWS",
     "PILOT_STRINGS",
     "length_tail",
+    "check_min_length",
     "pilot_length_tail",
     "sample_min_length",
     "select_strings",
@@ -114,6 +115,30 @@ def concat_corpora(parts: list[Corpus]) -> Corpus:
     return Corpus(tokens, lengths.cumsum(0))
 
 
+def check_min_length(automaton: Automaton, num_strings: int, min_length: int, what: str) -> float:
+    """``P(|y| >= L)``, after refusing a split that cannot be drawn in reasonable time.
+
+    Args:
+        automaton: any automaton with a sampler backend.
+        num_strings: ``K``.
+        min_length: ``L``.
+        what: names the split in messages.
+
+    Raises:
+        CflError: no string has ``L`` symbols, or ``K / P(|y| >= L)`` exceeds :data:`MAX_DRAWS`.
+    """
+    tail = length_tail(automaton, min_length)
+    if tail <= 0.0:
+        raise CflError(f"{what}: no string of this automaton has {min_length} symbols or more")
+    if num_strings / tail > MAX_DRAWS:
+        raise CflError(
+            f"{what}: P(length >= {min_length}) = {tail:.3g}, so {num_strings:,} such strings "
+            f"need about {num_strings / tail:.3g} draws, over the limit of {MAX_DRAWS:,} (lower "
+            "the minimum length or the number of strings)"
+        )
+    return tail
+
+
 def sample_min_length(
     automaton: Automaton,
     num_strings: int,
@@ -142,15 +167,7 @@ def sample_min_length(
     if num_strings == 0:
         return Corpus(torch.zeros(0, dtype=torch.long), torch.zeros(1, dtype=torch.long))
     automaton = automaton.to(device)
-    tail = length_tail(automaton, min_length)
-    if tail <= 0.0:
-        raise CflError(f"{what}: no string of this automaton has {min_length} symbols or more")
-    if num_strings / tail > MAX_DRAWS:
-        raise CflError(
-            f"{what}: P(length >= {min_length}) = {tail:.3g}, so {num_strings:,} such strings "
-            f"need about {num_strings / tail:.3g} draws, over the limit of {MAX_DRAWS:,} (lower "
-            "the minimum length or the number of strings)"
-        )
+    tail = check_min_length(automaton, num_strings, min_length, what)
     backend = backend_for(automaton)
     generator = torch.Generator(device=automaton.device).manual_seed(seed)
     parts, kept, drawn = [], 0, 0
