@@ -30,6 +30,7 @@ from cfl_lightning.results import (
     ResultsFileError,
     automaton_id,
     read_results,
+    split_view,
     results_files,
 )
 
@@ -409,14 +410,33 @@ def record_to_results(record: RunRecord, events: Iterable[str] | None = None) ->
 # --------------------------------------------------------------------------- sources
 
 
-def load_results(directory: str | os.PathLike) -> tuple[list[RunRecord], list[str]]:
+def _split_record(
+    data: Mapping[str, Any], source: str, split: str
+) -> RunRecord | None:
+    """The record of ``data``'s ``split`` (:func:`~cfl_lightning.results.split_view`): None for
+    a run without that split (``"long"`` without ``long_test``)."""
+    try:
+        view = split_view(data, split)
+    except CflError as err:
+        raise CflError(f"{source}: {err}") from None
+    return None if view is None else record_from_results(view, source)
+
+
+def load_results(
+    directory: str | os.PathLike, *, split: str = "test"
+) -> tuple[list[RunRecord], list[str]]:
     """Every ``results.json`` below ``directory`` (outside a point's earlier attempts,
     :func:`~cfl_lightning.results.results_files`): the records and one problem line per skip
-    (unreadable, not JSON, a missing key or a wrong type; each names its file)."""
+    (unreadable, not JSON, a missing key or a wrong type, no such ``split``; each names its
+    file). ``split``: ``"test"`` (the test set's values) or ``"long"`` (the length split's)."""
     records, problems = [], []
     for path in results_files(directory):
         try:
-            records.append(record_from_results(read_results(path), str(path)))
+            record = _split_record(read_results(path), str(path), split)
+            if record is None:
+                problems.append(f"{path}: no {split} split (long_test is null)")
+            else:
+                records.append(record)
         except ResultsFileError as err:
             problems.append(f"{path}: {err}")
         except CflError as err:
@@ -424,8 +444,14 @@ def load_results(directory: str | os.PathLike) -> tuple[list[RunRecord], list[st
     return records, problems
 
 
-def load_jsonl(path: str | os.PathLike) -> list[RunRecord]:
+def load_jsonl(
+    path: str | os.PathLike, *, split: str = "test", problems: list[str] | None = None
+) -> list[RunRecord]:
     """The records of a JSON Lines file, one results object per line (blank lines skipped).
+
+    ``split``: ``"test"`` (the test set's values) or ``"long"`` (the length split's); a run
+    without it is named in ``problems`` when given (as :func:`load_results` does), an error
+    otherwise.
 
     Raises:
         CflError: a line is not JSON, not an object, lacks a required key or has a wrong type
@@ -442,7 +468,15 @@ def load_jsonl(path: str | os.PathLike) -> list[RunRecord]:
                     data = json.loads(line)
                 except json.JSONDecodeError as err:
                     raise CflError(f"{where}: not JSON ({err.msg}, column {err.colno})") from None
-                records.append(record_from_results(data, where))
+                if not isinstance(data, Mapping):
+                    record_from_results(data, where)  # raises, naming the problem
+                record = _split_record(data, where, split)
+                if record is not None:
+                    records.append(record)
+                elif problems is None:
+                    raise CflError(f"{where}: no {split} split (long_test is null)")
+                else:
+                    problems.append(f"{where}: no {split} split (long_test is null)")
     except UnicodeDecodeError as err:
         raise CflError(f"{os.fspath(path)}: not UTF-8 text ({err.reason})") from None
     return records

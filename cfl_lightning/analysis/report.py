@@ -117,8 +117,10 @@ class Inputs:
     jsonl: list[str] = field(default_factory=list)
 
 
-def read_inputs(inputs: Sequence[str]) -> Inputs:
-    """Read every input (each checked by :func:`input_kind` before any is read).
+def read_inputs(inputs: Sequence[str], *, split: str = "test") -> Inputs:
+    """Read every input (each checked by :func:`input_kind` before any is read), the values of
+    ``split`` (``"test"``, or ``"long"``: the length split's; a run without it is skipped and
+    named; a W&B sweep has only ``"test"``).
 
     Raises:
         CflError: an input that does not exist, a bad ``.jsonl`` line, an unreadable W&B sweep.
@@ -128,10 +130,13 @@ def read_inputs(inputs: Sequence[str]) -> Inputs:
     records, problems, jsonl = [], [], []
     for kind, path in [input_kind(item) for item in inputs]:
         if kind == "dir":
-            found, skipped = load_results(path)
+            found, skipped = load_results(path, split=split)
         elif kind == "jsonl":
-            found, skipped = load_jsonl(path), []
+            skipped = []
+            found = load_jsonl(path, split=split, problems=skipped)
             jsonl.append(path)
+        elif split != "test":
+            raise CflError(f"{path}: a W&B sweep's runs hold the test split only (--split {split})")
         else:
             found, skipped = load_wandb_sweep(path)
         records += found

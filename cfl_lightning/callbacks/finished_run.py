@@ -53,6 +53,9 @@ class FinishedRun:
             :attr:`DecomposedKLCallback.event`); default the data module's. Another event than
             the data module's is allowed only when the data module has none (its counts are
             then read from the corpus's ``occurrences``).
+        long: the same evaluation on the long split (``min_length``, ``num_strings`` and the
+            :func:`~cfl_lightning.metrics.kl_entries`; e.g.
+            :attr:`DecomposedKLCallback.long_entries`), or None (no long split evaluated).
     """
 
     model: nn.Module
@@ -68,6 +71,7 @@ class FinishedRun:
     steps: int | None = None
     event: Event | None = None
     train_time_resumed_s: float | None = None
+    long: Mapping[str, Any] | None = None
 
 
 def build_results(run: FinishedRun) -> dict[str, Any]:
@@ -120,6 +124,7 @@ def build_results(run: FinishedRun) -> dict[str, Any]:
         "train_time_resumed_s": (
             None if run.train_time_resumed_s is None else float(run.train_time_resumed_s)
         ),
+        "long_test": None if run.long is None else dict(run.long),
     })
 
 

@@ -223,6 +223,11 @@ def _add_curve_arguments(parser: ArgumentParser) -> None:
             "(results.json target_test_visits; both arms; default 1)"
         ),
     )
+    parser.add_argument(
+        "--split", choices=("test", "long"), default="test",
+        help="the evaluation split whose values are analysed: test (default) or long (the "
+        "length split, data.long_min_length; runs without one are skipped and named)",
+    )
     parser.add_argument("--bins", type=int, default=8, help="correlational bins (default 8)")
     parser.add_argument(
         "--edges", type=edges_type, default=None, metavar="E0,E1,...",
@@ -290,7 +295,7 @@ def analyze(args: argparse.Namespace) -> int:
     from cfl_lightning.errors import CflError
 
     plan = _load_plan(args)
-    inputs = report.read_inputs(args.inputs)
+    inputs = report.read_inputs(args.inputs, split=args.split)
     _report_skipped(inputs.problems, len(inputs.records))
     records = inputs.records
     if not records:

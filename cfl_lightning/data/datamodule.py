@@ -57,6 +57,7 @@ from cfl_lightning.data.batching import (
     tensorize,
 )
 from cfl_lightning.data.cache import automaton_json, cached_corpus, corpus_key, resolve_cache_dir
+from cfl_lightning.data.corpus_file import training_corpus, unmet_intervention
 from cfl_lightning.data.occurrences import expected_occurrences, occurrences
 from cfl_lightning.data.settings import (
     GENERATOR_ARGS,
@@ -74,17 +75,20 @@ from cfl_lightning.kinds.generators import GeneratorName
 from cfl_lightning.kinds.interventions import InterventionName
 from cfl_lightning.sampling import Corpus, Intervention
 from cfl_lightning.sampling.budget import check_corpora_memory
+from cfl_lightning.sampling.length import check_min_length
 from cfl_lightning.sampling.request import resolve_device
 
-__all__ = ["PFADataModule", "SPLITS", "SAMPLING_METHOD", "GENERATORS", "GENERATOR_ARGS"]
+__all__ = ["PFADataModule", "SPLITS", "LONG", "SAMPLING_METHOD", "GENERATORS", "GENERATOR_ARGS"]
 
 SPLITS = ("train", "val", "test")
+#: the length-generalization test split (with ``long_min_length``)
+LONG = "long_test"
 #: bytes a data module keeps per position of a corpus (input, target and state ids, int64)
 TOKEN_BYTES = 24
 _STAGE_SPLITS = {
     "fit": ("train", "val"),
     "validate": ("val",),
-    "test": ("test",),
+    "test": ("test", LONG),
     "predict": ("test",),
 }
 
@@ -156,10 +160,13 @@ class PFADataModule(L.LightningDataModule):
         intervention: InterventionName = "none",  # type: ignore[assignment]
         event: Optional[str] = None,
         count: Optional[int] = None,
-        num_strings: int = 500,
+        num_strings: Optional[int] = None,
+        corpus: Optional[str] = None,
         val_strings: int = 200,
         test_strings: int = 500,
         test_target_strings: int = 0,
+        long_min_length: Optional[int] = None,
+        long_test_strings: int = 500,
         val_intervention: Literal["none", "same"] = "none",
         max_tokens: int = 128,
         seed: int = 0,
@@ -170,11 +177,24 @@ class PFADataModule(L.LightningDataModule):
         super().__init__()
         if isinstance(automaton, Automaton):  # an object: recorded (and cached) as its JSON
             automaton = automaton.to_dict()  # type: ignore[assignment]
-        #: the checked constructor arguments
-        self.settings: DataSettings = DataSettings.from_arguments(locals())
         self.save_hyperparameters()  # Lightning's record of the call (the CLI adds its keys)
+        settings = DataSettings.from_arguments(locals())
         #: the automaton (any registered kind: :func:`~cfl_lightning.automata.load_automaton`)
-        self.automaton: Automaton = build_automaton(self.settings)
+        self.automaton: Automaton = build_automaton(settings)
+        #: the checked constructor arguments (``num_strings`` resolved: a corpus file's count)
+        self.settings: DataSettings
+        #: the strings of ``corpus`` (None: the training corpus is sampled)
+        self.corpus_file: Optional[Corpus]
+        self.settings, self.corpus_file = training_corpus(settings, self.automaton)
+        #: the least length of the long test split's strings (None: no long split)
+        self.long_min_length: Optional[int] = self.settings.long_min_length
+        #: ``P(length >= long_min_length)`` of one string (None without a long split)
+        self.long_probability: Optional[float] = None
+        if self.long_min_length is not None and self.settings.long_test_strings:
+            self.long_probability = check_min_length(
+                self.automaton, self.settings.long_test_strings, self.long_min_length,
+                f"data.long_min_length {self.long_min_length}",
+            )
         # The recorded hparams are the checked settings, with the real alphabet size (the
         # constructor value only sizes random automata): Lightning merges data and model hparams
         # and rejects a mismatch with the model's num_symbols. Saved again (not edited in place)
@@ -213,6 +233,8 @@ class PFADataModule(L.LightningDataModule):
         self.pad_id: int = ids.pad
         self._splits: dict[str, tuple[Corpus, TokenizedCorpus, list[torch.Tensor]]] = {}
         self.cache_hits: dict[str, bool] = {}
+        if self.corpus_file is not None:  # checked against the intervention before any run
+            self._load("train")
 
     @classmethod
     def from_settings(cls, settings: DataSettings) -> PFADataModule:
@@ -245,10 +267,11 @@ class PFADataModule(L.LightningDataModule):
         """
         s = self.settings
         corpora = {
-            "num_strings": (s.num_strings, self.intervention),
+            "num_strings": (s.num_strings, Intervention() if s.corpus else self.intervention),
             "val_strings": (s.val_strings, self.val_intervention),
             "test_strings": (s.test_strings, Intervention()),
             "test_target_strings": (s.test_target_strings, Intervention()),
+            "long_test_strings": (s.sizes[LONG], Intervention()),
         }
         listed = ", ".join(f"{name} {k:,}" for name, (k, _) in corpora.items() if k)
         check_corpora_memory(
@@ -268,6 +291,8 @@ class PFADataModule(L.LightningDataModule):
         seed = derive_seed(s.seed, split)
         if split == "test_target":  # conditioned on reaching a state where the event is at stake
             return SplitPlan(split, s.test_target_strings, seed, reach=self.event)
+        if split == LONG:  # conditioned on the length
+            return SplitPlan(split, s.sizes[LONG], seed, min_length=s.long_min_length)
         spec = {"train": self.intervention, "val": self.val_intervention}.get(split)
         constrained = spec is not None and spec.constrained
         return SplitPlan(split, s.sizes[split], seed, spec if constrained else Intervention())
@@ -283,6 +308,8 @@ class PFADataModule(L.LightningDataModule):
 
     def _read(self, split: str) -> tuple[Corpus, bool]:
         """``split``'s strings (the test ones followed by the targeted ones) and a cache hit."""
+        if split == "train" and self.corpus_file is not None:
+            return self.corpus_file, False
         plan = self._plan(split)
         corpus, hit = self._cached(plan)
         if len(corpus) != plan.num_strings:
@@ -301,6 +328,8 @@ class PFADataModule(L.LightningDataModule):
         spec = {"train": self.intervention, "val": self.val_intervention}.get(split)
         counts = tokenized.counts
         if spec is not None and counts is not None and not spec.satisfied(counts):
+            if split == "train" and self.settings.corpus is not None:
+                raise unmet_intervention(self.settings.corpus, spec, counts)
             what = "a corpus" if split == "train" else "validation strings"
             raise RuntimeError(
                 f"the sampler returned {what} violating intervention {spec}: "
@@ -335,9 +364,11 @@ class PFADataModule(L.LightningDataModule):
         )
 
     def corpus(self, split: str = "train") -> Corpus:
-        """The sampled strings of ``split`` ("train", "val" or "test"); sampled on first use."""
-        if split not in SPLITS:
-            raise CflError(f"unknown split {split!r}; expected one of {SPLITS}")
+        """The strings of ``split`` ("train", "val", "test" or, with ``long_min_length``,
+        :data:`LONG`); sampled on first use (``train``: read from ``corpus`` when given)."""
+        splits = SPLITS + ((LONG,) if self.long_min_length is not None else ())
+        if split not in splits:
+            raise CflError(f"unknown split {split!r}; expected one of {splits}")
         return self._load(split)[0]
 
     def tokenized(self, split: str = "train") -> TokenizedCorpus:
@@ -355,15 +386,17 @@ class PFADataModule(L.LightningDataModule):
         """Fill the on-disk cache with all three corpora (nothing to do without a cache)."""
         if self.cache_path is None:
             return
-        for split in SPLITS:
-            self._cached(self._plan(split))
+        for split in SPLITS + ((LONG,) if self.long_min_length is not None else ()):
+            if split != "train" or self.corpus_file is None:
+                self._cached(self._plan(split))
         if self.settings.test_target_strings:
             self._cached(self._plan("test_target"))
 
     def setup(self, stage: Optional[str] = None) -> None:
         """Sample (or read from the cache) the corpora ``stage`` needs; idempotent."""
-        for split in _STAGE_SPLITS.get(str(stage) if stage is not None else "", SPLITS):
-            self._load(split)
+        for split in _STAGE_SPLITS.get(str(stage) if stage is not None else "", SPLITS + (LONG,)):
+            if split != LONG or self.long_min_length is not None:
+                self._load(split)
 
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
         """Batches of ``split`` for this rank.
@@ -411,6 +444,12 @@ class PFADataModule(L.LightningDataModule):
     def test_dataloader(self) -> DataLoader:
         """Test batches, unshuffled (shortest strings first)."""
         return self._loader("test", shuffle=False)
+
+    def long_test_dataloader(self) -> Optional[DataLoader]:
+        """Batches of the long split (strings of at least ``long_min_length`` symbols, this
+        rank's share as for the test batches), or None without ``long_min_length``.
+        :class:`~cfl_lightning.callbacks.DecomposedKLCallback` evaluates them after the test."""
+        return None if self.long_min_length is None else self._loader(LONG, shuffle=False)
 
     # ------------------------------------------------------------------ targets
     @property
