@@ -16,8 +16,6 @@ memory available; ``0`` or ``off`` turns the check off.
 from __future__ import annotations
 
 import math
-import os
-import re
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,6 +26,7 @@ import torch
 from cfl_lightning.automata.events import Event
 from cfl_lightning.automata.protocol import Automaton, expected_event_count
 from cfl_lightning.errors import SizeError
+from cfl_lightning.memory import MEMORY_LIMIT_ENV, format_bytes, host_available, limit_from_env
 from cfl_lightning.kinds.interventions import intervention_kind
 
 if TYPE_CHECKING:
@@ -48,7 +47,6 @@ __all__ = [
     "LONG_STRING_WARNING",
 ]
 
-MEMORY_LIMIT_ENV = "CFL_LIGHTNING_MEMORY_LIMIT"
 LONG_STRING_WARNING = 1_000.0  # expected symbols per string above which a warning is given
 # Bytes per token / per string, measured on the CPU sampler (peak RSS over the corpus size):
 SAMPLE_PER_TOKEN = 40  # per-step records, the flat corpus and the assembly temporaries
@@ -113,17 +111,6 @@ class MemoryEstimate:
         )
 
 
-def format_bytes(n: float) -> str:
-    """``1536`` -> ``"1.5 KB"`` (powers of 1024); ``inf`` -> ``"inf B"``."""
-    if not math.isfinite(n):
-        return "inf B"
-    for unit in ("B", "KB", "MB", "GB", "TB", "PB"):
-        if abs(n) < 1024 or unit == "PB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} PB"  # pragma: no cover
-
-
 def estimate_sampling(
     pfsa: Automaton,
     num_strings: int,
@@ -173,61 +160,13 @@ def estimate_sampling(
     return MemoryEstimate(k, length, tokens, bins, int(min(corpus, 2**62)))
 
 
-_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgtKMGT]?)i?[bB]?\s*$")
-
-
-def _limit_from_env() -> int | None:
-    """The override in ``CFL_LIGHTNING_MEMORY_LIMIT``: bytes, ``-1`` for off, None if unset."""
-    text = os.environ.get(MEMORY_LIMIT_ENV, "").strip()
-    if not text:
-        return None
-    if text.lower() in ("0", "off", "none", "inf"):
-        return -1
-    match = _SIZE.match(text)
-    if not match:
-        raise SizeError(f"{MEMORY_LIMIT_ENV}={text!r}: expected bytes such as 4G, 512M or 0 (off)")
-    scale = 1024 ** " KMGT".index(match.group(2).upper() or " ")
-    return int(float(match.group(1)) * scale)
-
-
-def _read_int(path: str) -> int | None:
-    try:
-        with open(path, encoding="ascii") as handle:
-            text = handle.read().strip()
-    except OSError:
-        return None
-    return int(text) if text.isdigit() else None
-
-
-def _host_available() -> int | None:
-    candidates = []
-    try:
-        with open("/proc/meminfo", encoding="ascii") as handle:
-            for line in handle:
-                if line.startswith("MemAvailable:"):
-                    candidates.append(int(line.split()[1]) * 1024)
-    except (OSError, ValueError, IndexError):
-        pass
-    for limit, usage in (
-        ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
-        (
-            "/sys/fs/cgroup/memory/memory.limit_in_bytes",
-            "/sys/fs/cgroup/memory/memory.usage_in_bytes",
-        ),
-    ):
-        cap, used = _read_int(limit), _read_int(usage)
-        if cap is not None and used is not None and cap < 2**60:
-            candidates.append(max(cap - used, 0))
-    return min(candidates) if candidates else None
-
-
 def available_memory(device: str | torch.device = "cpu") -> int | None:
     """Bytes available on ``device`` (``-1`` when the check is turned off; None if unknown).
 
     The host: the smaller of ``MemAvailable`` and the cgroup's limit minus its usage. CUDA: the
     free memory reported by the driver. ``CFL_LIGHTNING_MEMORY_LIMIT`` overrides both.
     """
-    override = _limit_from_env()
+    override = limit_from_env()
     if override is not None:
         return override
     dev = torch.device(device)
@@ -236,7 +175,7 @@ def available_memory(device: str | torch.device = "cpu") -> int | None:
             return int(torch.cuda.mem_get_info(dev)[0])
         except (RuntimeError, AssertionError):
             return None
-    return _host_available()
+    return host_available()
 
 
 def automaton_bytes(num_states: int, num_symbols: int) -> int:
