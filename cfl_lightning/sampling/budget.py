@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import torch
@@ -28,6 +28,7 @@ from cfl_lightning.automata.protocol import Automaton, expected_event_count
 from cfl_lightning.errors import SizeError
 from cfl_lightning.memory import MEMORY_LIMIT_ENV, format_bytes, host_available, limit_from_env
 from cfl_lightning.kinds.interventions import intervention_kind
+from cfl_lightning.sampling.estimates import CorpusRequest, Estimate, check_estimate, estimate_request
 
 if TYPE_CHECKING:
     from cfl_lightning.sampling.intervention import Intervention
@@ -71,6 +72,8 @@ class MemoryEstimate:
         bins_bytes: backward bins and count laws (exact samplers; 0 without an intervention).
         corpus_bytes: sampling the corpus and holding it.
         extra_bytes: what the caller added (e.g. batch tensors of a data module).
+        seconds: estimated CPU seconds (:mod:`~cfl_lightning.sampling.estimates`; None when
+            not estimated).
     """
 
     num_strings: int
@@ -79,6 +82,7 @@ class MemoryEstimate:
     bins_bytes: int
     corpus_bytes: int
     extra_bytes: int = 0
+    seconds: float | None = field(default=None, compare=False)
 
     @property
     def total(self) -> int:
@@ -108,6 +112,8 @@ class MemoryEstimate:
             bins_bytes=max(p.bins_bytes for p in parts),
             corpus_bytes=sum(p.corpus_bytes for p in parts),
             extra_bytes=sum(p.extra_bytes for p in parts),
+            seconds=None if any(p.seconds is None for p in parts)
+            else sum(p.seconds or 0.0 for p in parts),
         )
 
 
@@ -259,8 +265,11 @@ def check_corpora_memory(
     write: bool = False,
     extra_bytes_per_token: float = 0.0,
     what: str = "sampling",
+    method: str = "binning",
+    force: bool = False,
+    insist: str = "force=True",
 ) -> MemoryEstimate:
-    """The one memory check before sampling: every entry point calls it once.
+    """The one memory (and time) check before sampling: every entry point calls it once.
 
     :func:`~cfl_lightning.sampling.sample_corpus` and the ``sample`` command check their one
     corpus; a data module checks all its splits together (they are all kept, with
@@ -275,25 +284,47 @@ def check_corpora_memory(
         write: include writing the corpus as JSON Lines (the ``sample`` command).
         extra_bytes_per_token: bytes per position the caller keeps besides the corpus.
         what: the subject of the refusal's message.
+        method: ``binning`` or ``rejection`` (the time law is the exact sampler's).
+        force: run a request whose estimated time or memory is far beyond its size
+            (:func:`~cfl_lightning.sampling.estimates.check_estimate`); memory that does not
+            fit at all is refused all the same.
+        insist: how the caller sets ``force``, for the message (``--force``).
 
     Returns:
-        the combined :class:`MemoryEstimate`.
+        the combined :class:`MemoryEstimate`, with the estimated CPU seconds.
 
     Raises:
-        SizeError: the estimate exceeds the memory available.
+        SizeError: the estimate exceeds the memory available, or the request's estimated time
+            or memory is far beyond its size (without ``force``).
 
     Warns:
         LongStringWarning: the expected string length exceeds ``LONG_STRING_WARNING`` symbols.
     """
-    parts = [
-        estimate_sampling(
+    parts, costs = [], []
+    for k, spec in corpora:
+        if not k:
+            continue
+        memory = estimate_sampling(
             pfsa, k, intervention=spec.kind, event=spec.event, count=spec.count, write=write,
             extra_bytes_per_token=extra_bytes_per_token,
         )
-        for k, spec in corpora
-        if k
-    ]
-    return _refuse_or_warn(MemoryEstimate.combine(parts), device, what)
+        cost = estimate_request(pfsa, CorpusRequest(k, spec, method))
+        bins = int(min(memory.bins_bytes + cost.extra_bytes, 2**62))
+        parts.append(replace(memory, bins_bytes=bins, seconds=cost.seconds))
+        costs.append((cost, k, spec))
+    estimate = _refuse_or_warn(MemoryEstimate.combine(parts), device, what)
+    if costs:
+        _, k, spec = max(costs, key=lambda part: part[0].seconds)  # the message's subject
+        natural = sum(
+            p.corpus_bytes * min(1.0, p.num_strings * p.expected_length / max(p.expected_tokens, 1))
+            for p in parts
+        )
+        check_estimate(
+            Estimate.combine([c for c, _, _ in costs]), CorpusRequest(k, spec),
+            memory_bytes=estimate.total, natural_bytes=natural, force=force, what=what,
+            insist=insist,
+        )
+    return estimate
 
 
 def _refuse_or_warn(
