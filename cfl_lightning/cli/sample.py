@@ -120,7 +120,11 @@ class _Checked:
 def _load_checked(args) -> _Checked:  # noqa: ANN001 - the parsed arguments
     """Check the flags and the event's names against the file's declared names, then build the
     automaton (for a pushdown automaton this solves its fixed point: the slow step)."""
-    from cfl_lightning.automata.declared import check_event_names, declared_names, load_cost
+    from cfl_lightning.automata.declared import (
+        check_event_names,
+        check_load_memory,
+        declared_names,
+    )
     from cfl_lightning.automata.loading import load_automaton, read_automaton_json
     from cfl_lightning.sampling.estimates import format_seconds
     from cfl_lightning.sampling.request import check_arguments
@@ -135,7 +139,7 @@ def _load_checked(args) -> _Checked:  # noqa: ANN001 - the parsed arguments
     if declared is not None:
         if plain.intervention.event is not None:
             check_event_names(declared, plain.intervention.event)
-        cost = load_cost(declared)
+        cost = check_load_memory(declared, f"{where}: ")  # refused before it is announced
         if cost is not None and cost.seconds > ANNOUNCE_SECONDS:
             sys.stderr.write(f"{where}: {cost.what}: ~{format_seconds(cost.seconds)} estimated\n")
     return _Checked(plain, load_automaton(data, where=where))
