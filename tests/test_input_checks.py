@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 
 import pytest
 
@@ -23,24 +24,8 @@ from cfl_lightning.errors import EventError, PDAError, PFSAError, SizeError
 from tests.helpers import PARITY_JSON, run_cli
 
 #: Dyck-1 with the depth in the stack symbol (D1..D4, D4 repeating): ``push:D3`` opens a third
-#: level. Natural count of push:D3 ~0.57 per string.
-DEPTH = {
-    "kind": "pushdown", "alphabet": ["(", ")"], "states": ["q"],
-    "stack_alphabet": ["D1", "D2", "D3", "D4"], "initial": "q", "final": {"q": 0.5},
-    "transitions": [
-        {"source": "q", "top": None, "symbol": "(", "target": "q", "push": "D1", "weight": 0.5},
-        *(
-            arc
-            for d, nxt in (("D1", "D2"), ("D2", "D3"), ("D3", "D4"), ("D4", "D4"))
-            for arc in (
-                {"source": "q", "top": d, "symbol": "(", "target": "q", "push": nxt,
-                 "weight": 0.43},
-                {"source": "q", "top": d, "symbol": ")", "target": "q", "pop": True,
-                 "weight": 0.57},
-            )
-        ),
-    ],
-}  # fmt: skip
+#: level, ~0.57 times per string (issue 51's ``depth.json``: natural count ~28.5 in 50 strings)
+DEPTH = json.loads((Path(__file__).parent / "data" / "depth.json").read_text())
 
 
 def _write(tmp_path, data, name="a.json"):
