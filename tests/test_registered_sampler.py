@@ -19,7 +19,13 @@ import pytest
 import torch
 
 from cfl_lightning.automata import PFSA
-from cfl_lightning.kinds import INTERVENTION_KINDS, InterventionKind
+from cfl_lightning.errors import InterventionError
+from cfl_lightning.kinds import (
+    INTERVENTION_KINDS,
+    InterventionKind,
+    intervention_kind,
+    register_intervention,
+)
 from cfl_lightning.sampling import Corpus, SamplingJob, check_request, draw, sample_corpus
 from cfl_lightning.sampling.counts import split_exact
 from tests.reference import chi_square_pvalue, count_pmf, enumerate_strings
@@ -74,6 +80,19 @@ def test_the_registered_sampler_runs(registered):
         assert len(corpus) == 3 and int(corpus.counts.sum()) <= 4
         totals.append(int(corpus.counts.sum()))
     assert len(set(totals)) > 1  # the total varies: not an exact-count sampler either
+
+
+def test_a_kind_is_registered_once(registered):
+    """A second ``at_most`` (even with another sampler) is refused and the first one stays; so is
+    a second ``exact``: the built-in kinds are entries like any other."""
+    other = dataclasses.replace(AT_MOST, sampler="cfl_lightning.sampling.samplers:at_least")
+    with pytest.raises(InterventionError, match="intervention 'at_most' is already registered"):
+        register_intervention(other)
+    with pytest.raises(InterventionError, match="'exact' is already registered"):
+        register_intervention(dataclasses.replace(AT_MOST, name="exact"))
+    assert intervention_kind("at_most").sampler is at_most
+    corpus = sample_corpus(tiny(), 3, seed=0, intervention="at_most", event="state:s0", count=1)
+    assert int(corpus.counts.sum()) <= 1
 
 
 def _reference(pfsa: PFSA, k: int, n: int, max_len: int):
