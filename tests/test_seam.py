@@ -229,6 +229,23 @@ def test_an_automaton_kind_is_registered_once(toy_kind):
     assert automaton_kind("pushdown").loader != _load_toy  # nothing replaced
 
 
+def test_a_kind_without_position_classes_is_refused_by_the_decomposed_kl(tmp_path):
+    """``position_classes=False`` in a registration (a PCFG's) is what the callback reads: the
+    same toy automaton is evaluated under a kind that has them and refused under one without."""
+    import dataclasses
+
+    from cfl_lightning.callbacks import DecomposedKLCallback
+
+    toy = ToyAutomaton(parity_starfree_pfsa(0.3))
+    flat = dataclasses.replace(TOY_KIND, position_classes=False)
+    with AUTOMATON_KINDS.registered(flat):
+        with pytest.raises(PFSAError, match="kind 'toy' have none") as err:
+            DecomposedKLCallback(automaton=toy).resolve(None)
+        assert "\n" not in str(err.value)
+    with AUTOMATON_KINDS.registered(TOY_KIND):
+        assert DecomposedKLCallback(automaton=toy).resolve(None) == (toy, None)
+
+
 def test_a_second_kind_samples_through_its_backend(toy_kind):
     a = parity_starfree_pfsa(0.3)
     toy = load_automaton({**a.to_dict(), "kind": "toy"})

@@ -10,6 +10,7 @@ from cfl_lightning.kinds.automata import (
     AUTOMATON_KINDS,
     AutomatonKind,
     automaton_kind,
+    check_position_classes,
     event_table_ref,
     register_automaton_kind,
 )
@@ -42,6 +43,7 @@ __all__ = [
     "automaton_kind",
     "register_automaton_kind",
     "event_table_ref",
+    "check_position_classes",
     "Generator",
     "GeneratorParam",
     "GENERATOR_REGISTRY",

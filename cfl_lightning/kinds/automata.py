@@ -11,8 +11,9 @@ on the floor of ``io``, names the loaders and backends of ``automata/`` and ``sa
 it): how to read its JSON form (``loader``: :func:`~cfl_lightning.automata.load_automaton`), its
 sampler backend (``backend``: :func:`~cfl_lightning.sampling.backend.backend_for`), the tables of
 the event kinds it has (``events``, beside the tables an event kind brings for it:
-:func:`event_table_ref`), its memory and time estimates (``memory``, ``time``: hooks, None for
-the generic estimate) and whether it offers position classes (``position_classes``).
+:func:`event_table_ref`), its sampling estimate (``estimate``: a hook, None for the generic
+PFSA-shaped one) and whether it offers position classes (``position_classes``; without them the
+decomposed KL refuses the automaton in one line).
 
 Adding a kind (a PCFG, see docs/design.md, "Where things vary"): write its automaton (the
 :class:`~cfl_lightning.automata.Automaton` protocol), its sampler backend and its event tables in
@@ -36,6 +37,7 @@ __all__ = [
     "automaton_kind",
     "register_automaton_kind",
     "event_table_ref",
+    "check_position_classes",
 ]
 
 #: the kind of a JSON object without a ``"kind"`` field (every file written before pushdown)
@@ -58,11 +60,13 @@ class AutomatonKind:
             int64 of each event kind this automaton kind has (an event kind registered later
             may bring its own table for this kind instead, ``EventKind.tables``; the same pair
             from both is refused).
-        memory: the sampling memory estimate hook of this kind, or None for the generic
-            (PFSA-shaped) estimate of :mod:`cfl_lightning.sampling.budget`.
-        time: the sampling time estimate hook, or None (no estimate).
+        estimate: ``estimate(automaton, request) -> Estimate``: the time and memory of a
+            sampling request on this kind, before any work (``request`` has ``num_strings``,
+            ``intervention`` and optionally ``method``); None: the generic (PFSA-shaped)
+            estimate. The per-kind estimators of ``sampling/estimates.py`` have this form.
         position_classes: whether the automaton has finitely many position classes (the
-            decomposed KL, a batch's ``states``); a kind without them (a PCFG) says False.
+            decomposed KL, a batch's ``states``); a kind without them (a PCFG) says False and
+            ``DecomposedKLCallback`` refuses it in one line (:func:`check_position_classes`).
     """
 
     name: str
@@ -70,8 +74,7 @@ class AutomatonKind:
     loader: Ref
     backend: Ref | None = None
     events: Mapping[str, Ref] = field(default_factory=dict)
-    memory: Ref | None = None
-    time: Ref | None = None
+    estimate: Ref | None = None
     position_classes: bool = True
 
 
@@ -101,6 +104,23 @@ def register_automaton_kind(kind: AutomatonKind, *, replace: bool = False) -> No
                 f"it; give the table once"
             )
     _REGISTRY.register(kind, replace=replace)
+
+
+def check_position_classes(kind: str, what: str) -> None:
+    """Refuse an automaton of a kind registered without position classes (one line).
+
+    Args:
+        kind: the automaton's ``kind``; an unregistered kind is not refused here.
+        what: who needs them, for the message (e.g. ``"DecomposedKLCallback"``).
+
+    Raises:
+        PFSAError: the kind says ``position_classes=False``.
+    """
+    if kind in _REGISTRY and not _REGISTRY.get(kind).position_classes:
+        raise PFSAError(
+            f"{what} needs position classes, and automata of kind {kind!r} have none "
+            "(its registration says position_classes=False)"
+        )
 
 
 def event_table_ref(event: str, automaton: str) -> Ref:
