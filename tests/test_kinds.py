@@ -20,10 +20,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from cfl_lightning import kinds
 from cfl_lightning.automata import PFSA, Automaton, Event, expected_event_count, load_automaton
 from cfl_lightning.errors import CflError, EventError, InterventionError, PFSAError
 from cfl_lightning.kinds import (
     AUTOMATON_KINDS,
+    AutomatonKind,
     EVENT_KIND_REGISTRY,
     GENERATOR_REGISTRY,
     INTERVENTION_KINDS,
@@ -231,7 +233,8 @@ def test_every_intervention_sampler_meets_its_kind(built, name, event):
         owner = torch.repeat_interleave(torch.arange(k), corpus.lengths)
         before = classes[torch.arange(corpus.tokens.numel()) + owner]
         table = automaton.event_table(Event.parse(event))
-        recount = torch.zeros(k, dtype=torch.long).index_add_(0, owner, table[before, corpus.tokens])
+        hits = table[before, corpus.tokens]
+        recount = torch.zeros(k, dtype=torch.long).index_add_(0, owner, hits)
         assert torch.equal(recount, corpus.counts), kind.name
         if kind.takes_count:
             assert kind.accepts(int(kind.realized(recount)), n), kind.name
@@ -441,3 +444,30 @@ def test_the_registries_and_the_analysis_labels_import_no_torch():
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          cwd=REPO, check=True)
     assert out.stdout.strip() == "False", out.stderr
+
+
+def test_the_design_docs_automaton_kind_example_is_the_registry_api(monkeypatch):
+    """docs/design.md's worked example (a ``pcfg`` kind): its table lists exactly the fields of
+    ``AutomatonKind``, and its registration call runs against the real API (the references are
+    imported on first use, so the PCFG's modules need not exist for it to register)."""
+    import dataclasses
+    import re as _re
+
+    text = (REPO / "docs" / "design.md").read_text(encoding="utf-8")
+    section = text[text.index("**A new automaton kind**"): text.index("**A new generator**")]
+    listed = _re.findall(r"^\| `(\w+)` \|", section, flags=_re.M)
+    assert listed == [f.name for f in dataclasses.fields(AutomatonKind)]
+    (block,) = _re.findall(r"```python\n(.*?)```", section, flags=_re.S)
+    seen: list[AutomatonKind] = []
+    monkeypatch.setattr(kinds, "register_automaton_kind", seen.append)  # the call, recorded
+    exec(block, {})
+    (kind,) = seen
+    assert kind.name == "pcfg" and kind.position_classes is False
+    assert set(kind.events) <= set(EVENT_KIND_REGISTRY.names())
+    for ref in (kind.loader, kind.backend, kind.estimate, *kind.events.values()):
+        assert isinstance(ref, str) and _re.fullmatch(r"cfl_lightning(\.\w+)+:\w+", ref), ref
+    with AUTOMATON_KINDS.registered(kind):
+        assert automaton_kind("pcfg") is kind
+        assert event_table_ref("symbol", "pcfg") == kind.events["symbol"]
+        with pytest.raises(EventError, match="push events need a pushdown automaton"):
+            event_table_ref("push", "pcfg")
