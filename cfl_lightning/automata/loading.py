@@ -1,8 +1,9 @@
 """Automata by kind: reading any registered kind from its JSON form.
 
 The JSON field ``"kind"`` names the implementation (``"pfsa"`` when absent, as in every file
-written before pushdown automata). Each kind registers its ``from_dict`` here, in the module that
-defines it; :func:`load_automaton` dispatches on the field.
+written before pushdown automata). Each kind's loader is its registry entry's ``loader``
+(:class:`~cfl_lightning.kinds.automata.AutomatonKind`); :func:`load_automaton` dispatches on the
+field.
 
 Example:
     >>> from cfl_lightning.automata import parity_starfree_pfsa
@@ -13,15 +14,21 @@ Example:
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from cfl_lightning.automata.declared import check_load_memory, declared_names
 from cfl_lightning.automata.json_checks import pushdown_hint
-from cfl_lightning.automata.pfsa import PFSA
 from cfl_lightning.automata.protocol import Automaton
 from cfl_lightning.errors import PFSAError
 from cfl_lightning.io import read_json
+from cfl_lightning.kinds.automata import (
+    AUTOMATON_KINDS,
+    DEFAULT_KIND,
+    automaton_kind,
+    register_automaton_kind,
+)
+from cfl_lightning.kinds.registry import call
 
 __all__ = [
     "register_automaton_kind",
@@ -31,18 +38,10 @@ __all__ = [
     "DEFAULT_KIND",
 ]
 
-DEFAULT_KIND = "pfsa"
-_KINDS: dict[str, Callable[..., Automaton]] = {}
-
-
-def register_automaton_kind(kind: str, from_dict: Callable[..., Automaton]) -> None:
-    """Register ``from_dict(data, *, source=None)`` for JSON objects of this ``"kind"``."""
-    _KINDS[kind] = from_dict
-
 
 def automaton_kinds() -> tuple[str, ...]:
     """The registered kinds, in registration order."""
-    return tuple(_KINDS)
+    return AUTOMATON_KINDS.names()
 
 
 def read_automaton_json(
@@ -78,10 +77,10 @@ def read_automaton_json(
                 'add "kind": "pushdown"'
             )
     kind = data.get("kind", DEFAULT_KIND)
-    if not isinstance(kind, str) or kind not in _KINDS:
-        raise PFSAError(
-            f"{prefix}unknown automaton kind {kind!r}; expected one of {', '.join(_KINDS)}"
-        )
+    try:
+        automaton_kind(kind)
+    except PFSAError as err:
+        raise PFSAError(f"{prefix}{err}") from None
     return data, where, kind
 
 
@@ -107,7 +106,4 @@ def load_automaton(
     declared = declared_names(data, kind)
     if declared is not None:
         check_load_memory(declared, f"{where}: " if where else "")
-    return _KINDS[kind](data, source=where)
-
-
-register_automaton_kind("pfsa", PFSA.from_dict)
+    return call(automaton_kind(kind).loader, data, source=where)

@@ -28,6 +28,7 @@ from cfl_lightning.callbacks.requirements import (
     long_split_of,
 )
 from cfl_lightning.errors import CflError
+from cfl_lightning.kinds import check_position_classes
 from cfl_lightning.losses import as_log_probs
 from cfl_lightning.metrics import (
     EPOCH_LOSS_NAMES, DecomposedKL, EpochLoss, kl_entries, kl_log_dict, target_values,
@@ -175,7 +176,8 @@ class DecomposedKLCallback(pl.Callback):
 
         Raises:
             CflError: a data module (or an event) without an automaton (one line naming the
-                missing ``automaton``), or an event naming an unknown state or symbol.
+                missing ``automaton``), an event naming an unknown state or symbol, or an
+                automaton of a kind registered without position classes.
         """
         pfsa = self._pfsa_arg if self._pfsa_arg is not None else datamodule_automaton(datamodule)
         event = self._event_arg
@@ -192,6 +194,8 @@ class DecomposedKLCallback(pl.Callback):
                 "automaton=... or give the data module one (see cfl_lightning.callbacks."
                 "requirements)"
             )
+        if pfsa is not None:
+            check_position_classes(pfsa.kind, "DecomposedKLCallback")
         if pfsa is not None and event is not None:
             pfsa.event_table(event)  # an unknown state or symbol fails here, not at test end
         return pfsa, event

@@ -1,8 +1,8 @@
 r"""Time and memory of a sampling request, estimated per automaton kind before any work.
 
-One function per automaton kind, ``estimate(automaton, request) -> Estimate``, in
-:data:`ESTIMATORS` (the one place that dispatches on the kind; a per-kind registry entry can hold
-it as is). ``request`` is anything with ``num_strings``, ``intervention`` (an
+One function per automaton kind, ``estimate(automaton, request) -> Estimate``, named by the
+kind's registry entry (:class:`~cfl_lightning.kinds.automata.AutomatonKind` ``estimate``; a kind
+without one gets the PFSA's law). ``request`` is anything with ``num_strings``, ``intervention`` (an
 :class:`~cfl_lightning.sampling.Intervention`) and optionally ``method``: a
 :class:`~cfl_lightning.sampling.request.SamplingRequest` or a :class:`CorpusRequest`.
 
@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,7 +43,6 @@ from cfl_lightning.sampling.intervention import Intervention
 __all__ = [
     "CorpusRequest",
     "Estimate",
-    "ESTIMATORS",
     "estimate_request",
     "check_estimate",
     "format_seconds",
@@ -180,13 +178,6 @@ def pushdown_estimate(automaton: Automaton, request: Any) -> Estimate:
     return Estimate(seconds, natural, shape.natural_count, extra)
 
 
-#: the estimate of each automaton kind: ``(automaton, request) -> Estimate``
-ESTIMATORS: dict[str, Callable[[Automaton, Any], Estimate]] = {
-    "pfsa": pfsa_estimate,
-    "pushdown": pushdown_estimate,
-}
-
-
 def estimate_request(automaton: Automaton, request: Any) -> Estimate:
     """The automaton kind's estimate of ``request`` (a kind without one: the PFSA's law).
 
@@ -194,7 +185,11 @@ def estimate_request(automaton: Automaton, request: Any) -> Estimate:
         automaton: any kind.
         request: ``num_strings``, ``intervention`` and optionally ``method`` and ``write``.
     """
-    return ESTIMATORS.get(automaton.kind, pfsa_estimate)(automaton, request)
+    from cfl_lightning.kinds.automata import automaton_kind
+    from cfl_lightning.kinds.registry import call
+
+    entry = automaton_kind(automaton.kind)
+    return call(entry.estimate or pfsa_estimate, automaton, request)
 
 
 def time_limit() -> float | None:
