@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 
 from cfl_lightning.automata import load_automaton
-from cfl_lightning.automata import loading
 from cfl_lightning.automata.declared import Declared, check_event_names, load_cost
 from cfl_lightning.automata.events import Event
 from cfl_lightning.errors import EventError, PDAError, PFSAError, SizeError
@@ -142,14 +141,16 @@ def test_pfsa_null_values_are_described_in_json_words(edit, expected):
 @pytest.fixture
 def built(monkeypatch):
     """Count the pushdown automata built (their fixed point solved) by the loader."""
+    from cfl_lightning.automata.pushdown import PushdownAutomaton
+
     calls = []
-    factory = loading._KINDS["pushdown"]
+    factory = PushdownAutomaton.from_dict  # the pushdown kind's registered loader
 
     def counting(data, **kwargs):
         calls.append(1)
         return factory(data, **kwargs)
 
-    monkeypatch.setitem(loading._KINDS, "pushdown", counting)
+    monkeypatch.setattr(PushdownAutomaton, "from_dict", staticmethod(counting))
     return calls
 
 
