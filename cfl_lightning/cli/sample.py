@@ -6,6 +6,9 @@ Example::
         --intervention exact --event state:odd --count 1200 --output corpus.jsonl
 
 Each output line is ``{"symbols": [...], "count": n}`` (``count`` only when ``--event`` is given).
+With ``--tokens T`` instead of ``--num-strings`` (token-matched, ``exact`` or ``at_least``), the
+number of strings is chosen so that the corpus holds ``T`` symbols within 1%
+(:mod:`~cfl_lightning.sampling.token_matched`); a JSON line on standard output reports it.
 ``--output -`` writes the lines to standard output (the messages go to standard error). Before
 sampling, the output path is checked (not the automaton file, not a directory) and the
 memory needed is estimated; a request that does not fit is refused with the estimate.
@@ -32,7 +35,12 @@ def build_parser() -> ArgumentParser:
         prog=PROG, description="Sample a corpus from an automaton (JSON Lines)."
     )
     parser.add_argument("--automaton", required=True, help="automaton JSON file")
-    parser.add_argument("--num-strings", type=int, required=True, help="number of strings K")
+    parser.add_argument("--num-strings", type=int, help="number of strings K (or --tokens)")
+    parser.add_argument(
+        "--tokens", type=int, default=None,
+        help="instead of --num-strings (exact, at_least): the corpus's total of symbols T "
+        "(EOS excluded, within 1%%); K is chosen and reported on standard output",
+    )
     parser.add_argument("--seed", type=seed_type, required=True, help="random seed (0..2**64-1)")
     parser.add_argument(
         "--output",
@@ -61,7 +69,12 @@ def build_parser() -> ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = command_args(argv, "sample")
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if (args.num_strings is None) == (args.tokens is None):
+        parser.error("give one of --num-strings K and --tokens T (then K is chosen)")
+    if args.tokens is not None and args.method != "binning":
+        parser.error("--tokens samples with --method binning (rejection is not offered)")
 
     def body() -> int:
         from cfl_lightning.automata import load_automaton
@@ -74,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
             check_output(args.output, [args.automaton], what="--output")
         device = resolve_device(args.device)
         pfsa = load_automaton(args.automaton)  # any registered kind (JSON "kind")
+        if args.tokens is not None:
+            return _token_matched(args, pfsa, device, to_stdout)
         request = check_request(  # warns on extreme lengths, refuses what won't fit
             pfsa, args.num_strings, seed=args.seed, intervention=args.intervention,
             event=args.event, count=args.count, method=args.method, device=device,
@@ -94,6 +109,34 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     return run_command(body, PROG)
+
+
+def _token_matched(args, pfsa, device, to_stdout: bool) -> int:  # noqa: ANN001 - parsed args
+    """``--tokens``: K chosen, the corpus written, ``{"num_strings", "tokens", ...}`` reported."""
+    import json
+
+    from cfl_lightning.sampling.token_matched import sample_token_matched
+
+    result = sample_token_matched(
+        pfsa, args.tokens, seed=args.seed, intervention=args.intervention, event=args.event,
+        count=args.count, device=device, max_tries=args.max_tries, progress=True, write=True,
+        what="this corpus",
+    )
+    corpus = result.corpus
+    if to_stdout and not _stream(corpus.jsonl_lines(pfsa.alphabet)):
+        return 0
+    if not to_stdout:
+        corpus.write_jsonl(args.output, pfsa.alphabet)
+    report = {"num_strings": result.num_strings, "tokens": result.total,
+              "target_tokens": args.tokens, "count": corpus.total_count, "tries": result.tries}
+    line = json.dumps(report)
+    where = "standard output" if to_stdout else args.output
+    sys.stderr.write(
+        f"wrote {result.num_strings} strings ({result.total} symbols, --tokens {args.tokens} "
+        f"within 1%), {corpus.total_count} occurrences of {args.event} to {where}\n"
+    )
+    (sys.stderr if to_stdout else sys.stdout).write(line + "\n")
+    return 0
 
 
 def _stream(lines) -> bool:  # noqa: ANN001 - an iterator of str

@@ -75,6 +75,7 @@ from cfl_lightning.kinds.interventions import InterventionName
 from cfl_lightning.sampling import Corpus, Intervention
 from cfl_lightning.sampling.budget import check_corpora_memory
 from cfl_lightning.sampling.request import resolve_device
+from cfl_lightning.sampling.token_matched import check_token_kind
 
 __all__ = ["PFADataModule", "SPLITS", "SAMPLING_METHOD", "GENERATORS", "GENERATOR_ARGS"]
 
@@ -156,6 +157,7 @@ class PFADataModule(L.LightningDataModule):
         intervention: InterventionName = "none",  # type: ignore[assignment]
         event: Optional[str] = None,
         count: Optional[int] = None,
+        tokens: Optional[int] = None,
         num_strings: int = 500,
         val_strings: int = 200,
         test_strings: int = 500,
@@ -191,8 +193,10 @@ class PFADataModule(L.LightningDataModule):
                 f"intervention {self.intervention.kind!r} has no exact sampler (its registry "
                 "entry's sampler is unset): a data module cannot sample it"
             )
+        if self.settings.tokens is not None:
+            check_token_kind(self.intervention.kind, self.settings.tokens)
         #: ``[C, S]`` int64 event table (None without an event)
-        self.event_function = self.intervention.validate(self.automaton, self.settings.num_strings)
+        self.event_function = self.intervention.validate(self.automaton, self._planned_strings())
         #: the counted event (None without one)
         self.event: Optional[Event] = self.intervention.event
         #: the validation corpus's intervention ("same": the training one, count scaled)
@@ -227,6 +231,9 @@ class PFADataModule(L.LightningDataModule):
             raise CflError(f"val_intervention must be 'none' or 'same', got {s.val_intervention!r}")
         if s.val_intervention == "none" or not train.constrained or s.val_strings == 0:
             return Intervention()
+        if s.tokens is not None:
+            raise CflError("val_intervention 'same' scales the count by num_strings, which "
+                           "tokens leaves to the sampler: use val_intervention 'none' with tokens")
         assert train.count is not None
         count = int(round(train.count * s.val_strings / s.num_strings))
         intervention = Intervention(train.kind, train.event, count)
@@ -245,7 +252,7 @@ class PFADataModule(L.LightningDataModule):
         """
         s = self.settings
         corpora = {
-            "num_strings": (s.num_strings, self.intervention),
+            "num_strings": (self._planned_strings(), self.intervention),
             "val_strings": (s.val_strings, self.val_intervention),
             "test_strings": (s.test_strings, Intervention()),
             "test_target_strings": (s.test_target_strings, Intervention()),
@@ -270,7 +277,10 @@ class PFADataModule(L.LightningDataModule):
             return SplitPlan(split, s.test_target_strings, seed, reach=self.event)
         spec = {"train": self.intervention, "val": self.val_intervention}.get(split)
         constrained = spec is not None and spec.constrained
-        return SplitPlan(split, s.sizes[split], seed, spec if constrained else Intervention())
+        tokens = s.tokens if split == "train" else None
+        return SplitPlan(
+            split, s.sizes[split], seed, spec if constrained else Intervention(), tokens=tokens
+        )
 
     def _cached(self, plan: SplitPlan) -> tuple[Corpus, bool]:
         """``(corpus, cache hit)`` of ``plan``: read from the cache, or drawn and written."""
@@ -285,7 +295,7 @@ class PFADataModule(L.LightningDataModule):
         """``split``'s strings (the test ones followed by the targeted ones) and a cache hit."""
         plan = self._plan(split)
         corpus, hit = self._cached(plan)
-        if len(corpus) != plan.num_strings:
+        if plan.tokens is None and len(corpus) != plan.num_strings:
             raise RuntimeError(
                 f"{split} corpus has {len(corpus)} strings, expected {plan.num_strings}"
             )
@@ -465,14 +475,14 @@ class PFADataModule(L.LightningDataModule):
 
     def expected_occurrences(self) -> dict[str, float]:
         """``num_strings`` x expected occurrences per unconstrained string, for every event."""
-        return expected_occurrences(self.automaton, self.settings.num_strings)
+        return expected_occurrences(self.automaton, self.train_strings)
 
     @property
     def expected_count(self) -> Optional[float]:
         """``num_strings`` x expected occurrences per unconstrained string (None without event)."""
         if self.event is None:
             return None
-        return self.settings.num_strings * expected_event_count(self.automaton, self.event)
+        return self.train_strings * expected_event_count(self.automaton, self.event)
 
     def summary(self) -> dict[str, Any]:
         """Flat dict for hyperparameter logging.
@@ -482,8 +492,9 @@ class PFADataModule(L.LightningDataModule):
         "parity_resampled", ``num_states``/``num_symbols``/``topology_seed``/``weight_seed`` for
         "random") and every other argument, plus ``realized_count``, ``realized_strings``,
         ``expected_count``, ``automaton_states``, ``alphabet_size``, ``vocab_size``,
-        ``automaton_id`` and ``train_tokens`` (symbols in the training corpus). Samples (or
-        reads) the training corpus if needed.
+        ``automaton_id``, ``train_tokens`` (symbols in the training corpus) and
+        ``train_strings`` (its strings: ``num_strings``, or with ``tokens`` the K chosen).
+        Samples (or reads) the training corpus if needed.
         """
         out = applicable(dict(self.hparams))
         out.update(
@@ -494,6 +505,29 @@ class PFADataModule(L.LightningDataModule):
             alphabet_size=self.num_symbols,
             vocab_size=self.vocab_size,
             automaton_id=self.automaton_id,
-            train_tokens=int(self.corpus("train").tokens.numel()),
+            train_tokens=self.train_tokens,
+            train_strings=self.train_strings,
         )
         return out
+
+    @property
+    def train_strings(self) -> int:
+        """Training strings K: ``num_strings``, or with ``tokens`` the K the sampler chose
+        (samples or reads the training corpus then)."""
+        if self.settings.tokens is None:
+            return self.settings.num_strings
+        return len(self.corpus("train"))
+
+    @property
+    def train_tokens(self) -> int:
+        """Symbols in the training corpus, EOS excluded (samples or reads it if needed)."""
+        return int(self.corpus("train").tokens.numel())
+
+    def _planned_strings(self) -> int:
+        """K before sampling: ``num_strings``, or with ``tokens`` a guess for the checks
+        (``T / E[length]``; at least ``count``, so that the count's bound is not refused)."""
+        s = self.settings
+        if s.tokens is None:
+            return s.num_strings
+        guess = round(s.tokens / max(self.automaton.expected_length(), 1e-2))
+        return max(1, guess, s.count or 0)

@@ -102,6 +102,10 @@ class DataSettings:
             With intervention "none" the corpus is unconstrained and the event's realized count
             is only recorded (the correlational setting).
         count: the intervention's target (required with an intervention, not allowed without).
+        tokens: a token-matched training corpus (``exact`` or ``at_least``): its total of
+            symbols T (EOS excluded, within 1%); the number of strings K is chosen by the sampler
+            (:mod:`~cfl_lightning.sampling.token_matched`), ``num_strings`` is then not used, and
+            ``results.json`` records the K chosen. None (default): ``num_strings`` strings.
         num_strings: number of training strings K.
         val_strings: number of validation strings (0 for none).
         test_strings: number of unconstrained test strings (0 for none).
@@ -142,6 +146,7 @@ class DataSettings:
     intervention: InterventionName = "none"  # type: ignore[assignment]
     event: Optional[str] = None
     count: Optional[int] = None
+    tokens: Optional[int] = None
     num_strings: int = 500
     val_strings: int = 200
     test_strings: int = 500
@@ -156,6 +161,8 @@ class DataSettings:
     def __post_init__(self) -> None:
         for name, low, high in _INTEGERS:
             object.__setattr__(self, name, _integer(name, getattr(self, name), low, high))
+        if self.tokens is not None:
+            object.__setattr__(self, "tokens", _integer("tokens", self.tokens, 1))
         generator(self.generator)  # unknown: PFSAError naming the registered generators
         intervention_kind(self.intervention)  # unknown: InterventionError naming the kinds
         for name in ("generator", "intervention"):  # plain text in hparams and results.json

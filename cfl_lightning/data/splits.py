@@ -22,6 +22,7 @@ from cfl_lightning.data.targeted import sample_targeted
 from cfl_lightning.sampling import Corpus, Intervention
 from cfl_lightning.sampling.request import SamplingRequest
 from cfl_lightning.sampling.sampler import draw
+from cfl_lightning.sampling.token_matched import sample_token_matched
 
 __all__ = ["SplitPlan", "SAMPLING_METHOD", "REACH"]
 
@@ -41,6 +42,8 @@ class SplitPlan:
         intervention: the validated intervention it is drawn under; ``Intervention()`` (none,
             no event) for unconstrained splits: their event counts come from the tokenizer.
         reach: for targeted test strings, the event whose at-stake states every string reaches.
+        tokens: a token-matched training corpus's total of symbols (``num_strings`` unused: the
+            sampler chooses K, :func:`~cfl_lightning.sampling.token_matched.sample_token_matched`).
     """
 
     split: str
@@ -48,12 +51,15 @@ class SplitPlan:
     seed: int
     intervention: Intervention = Intervention()
     reach: Optional[Event] = None
+    tokens: Optional[int] = None
 
     def key_arguments(self, device: torch.device) -> dict[str, Any]:
         """The sampling arguments that identify the corpus (what the cache key hashes)."""
         spec = self.intervention
         kind, event = (REACH, self.reach) if self.reach is not None else (spec.kind, spec.event)
+        tokens = {} if self.tokens is None else {"tokens": self.tokens}  # keys unchanged without
         return {
+            **tokens,
             "split": self.split,
             "num_strings": self.num_strings,
             "seed": self.seed,
@@ -77,6 +83,12 @@ class SplitPlan:
         if self.reach is not None:
             assert stake is not None
             return sample_targeted(pfsa, self.num_strings, self.seed, stake, device)
+        if self.tokens is not None:
+            spec = self.intervention
+            return sample_token_matched(
+                pfsa, self.tokens, seed=self.seed, intervention=spec.kind, event=spec.event,
+                count=spec.count, device=device,
+            ).corpus
         request = SamplingRequest(
             self.num_strings, self.seed, self.intervention, SAMPLING_METHOD, device
         )

@@ -71,7 +71,7 @@ FIELDS: tuple[Field, ...] = (
           _NO_EVENT),
     Field("expected_count", "number", "`num_strings` x E[occurrences per unconstrained string]",
           _NO_EVENT),
-    Field("num_strings", "integer", "training strings"),
+    Field("num_strings", "integer", "training strings (with `data.tokens`: the K chosen)"),
     Field("num_parameters", "integer", "the model's trainable parameters"),
     Field("seed", "integer", "`seed_everything` (model init, dropout; the corpus's seed is "
           "`config.data.seed`)", "when the run was not seeded"),
@@ -108,6 +108,8 @@ FIELDS: tuple[Field, ...] = (
           "containing the event) or `occurrences`"),
     Field("train_time_resumed_s", "number", "the part of `train_time_s` after resuming",
           "when the fit did not resume or did not run"),
+    Field("train_tokens", "integer", "symbols in the training corpus (EOS excluded; with "
+          "`data.tokens`, within 1% of it)", "for a data module without `train_tokens` (yours)"),
 )
 
 #: the keys of ``results.json``, in file order
