@@ -297,6 +297,17 @@ def test_too_few_tokens_for_the_count_are_refused():
         sample_token_matched(short_pfsa(), 100, seed=0, event="symbol:a", count=500)
 
 
+def test_a_target_far_in_the_tail_is_refused_as_a_large_deviation():
+    """500 ``a`` in about 600 symbols: one string of ~500 ``a`` (the natural is ~1 per string)."""
+    with pytest.raises(InterventionError, match=r"is a large deviation for exact 500") as info:
+        sample_token_matched(short_pfsa(), 600, seed=0, event="symbol:a", count=500)
+    assert f"over {tm.DENSE} times the natural" in str(info.value)
+    assert "\n" not in str(info.value)
+    # the same count spread over enough symbols is sampled
+    result = sample_token_matched(short_pfsa(), 1000, seed=0, event="symbol:a", count=500)
+    assert result.corpus.total_count == 500
+
+
 def test_unreachable_window_is_bounded_and_says_what_was_drawn():
     """Dyck-1 strings hold exactly two symbols per ``(``: 2 occurrences make 4 symbols, never 5."""
     pda = PushdownAutomaton.from_dict(ref.dyck_json(1))

@@ -57,6 +57,7 @@ __all__ = [
     "TOLERANCE",
     "PILOT_STRINGS",
     "DEFAULT_TRIES",
+    "DENSE",
 ]
 
 #: the relative tolerance of the corpus total around ``T``
@@ -65,6 +66,9 @@ TOLERANCE = 0.01
 TOKEN_KINDS = ("exact", "at_least")
 #: strings of the pilot that fits the length model (at most ``K``)
 PILOT_STRINGS = 5_000
+#: a target is refused when it needs strings with more than this many times the natural
+#: occurrences per string (a window far in the tail: rejection would be slow, the corpus odd)
+DENSE = 20
 #: corpora tried before giving up (default of ``max_tries``)
 DEFAULT_TRIES = 1_000
 _PILOT_COUNT = 10_000  # occurrences in a pilot, at most (or N, if more)
@@ -385,29 +389,38 @@ def sample_token_matched(
         k, previous = model.solve(t), k
         if abs(k - previous) <= max(0.2 * previous, 5):
             break
-    _refuse_unreachable(model, window, spec)
+    _refuse_unreachable(model, k, window, spec)
     check_corpora_memory(pfsa, [(k, spec)], device=dev, write=write, what=what)
     return _attempts(counts, model, spec, (k, t), window, gen, max_tries, progress)
 
 
-def _refuse_unreachable(model: _Model, window: tuple[int, int], spec: Intervention) -> None:
-    """Refuse a target well outside what the corpora holding the count have, for any ``K``."""
+def _refuse_unreachable(
+    model: _Model, k: int, window: tuple[int, int], spec: Intervention
+) -> None:
+    """Refuse a target well outside what the corpora holding the count have, for any ``K``,
+    or one that only corpora of :data:`DENSE` x the natural occurrences per string reach."""
     fewest, most = model.predict(model.k_min), model.predict(model.k_max)
     what = f"{spec.kind} {spec.count} ({spec.event})"
-    if fewest > 1.1 * window[1] + 1:
+    if fewest > 1.5 * window[1] + 1:  # the pilot's fit is noisy: refuse only far off
         raise InterventionError(
             f"tokens {window[0]}..{window[1]} is too few for {what}: the fewest strings that "
             f"hold them ({model.k_min}) have about {fewest:,.0f} symbols"
         )
-    if most < (window[0] - 1) / 1.1:
+    if most < (window[0] - 1) / 1.5:
         raise InterventionError(
             f"tokens {window[0]}..{window[1]} is more than corpora with {what} reach: "
             f"{model.k_max:,} strings have about {most:,.0f} symbols"
         )
+    if spec.kind == "exact" and spec.count > DENSE * model.natural * k:
+        raise InterventionError(
+            f"tokens {window[0]}..{window[1]} is a large deviation for {what}: only about {k:,} "
+            f"strings reach it, {spec.count / k:,.1f} occurrences each, over {DENSE} times the "
+            f"natural {model.natural:.3g}; raise --tokens or lower --count"
+        )
 
 
 def _attempts(
-    counts: EventCounts, model: _Model, spec: Intervention, sizes: tuple[int, int, int],
+    counts: EventCounts, model: _Model, spec: Intervention, sizes: tuple[int, int],
     window: tuple[int, int], gen: torch.Generator, max_tries: int | None, progress: bool,
 ) -> TokenMatched:
     """Draw corpora, correcting ``K`` after each rejected batch, until one lies in ``window``.
