@@ -80,9 +80,9 @@ def as_keys(corpora, names=None) -> Counter:
     return out
 
 
-def batch_in_window(pfsa, kind, k, n, window, draws, seed):
+def batch_in_window(pfsa, kind, k, n, window, draws, seed, event=None):
     """All corpora in the window among ``draws`` exact corpora (the rejection step, batched)."""
-    counts = backend_for(pfsa).event_counts(Event.parse(EVENTS[pfsa.kind]))
+    counts = backend_for(pfsa).event_counts(Event.parse(event or EVENTS[pfsa.kind]))
     gen = torch.Generator().manual_seed(seed)
     corpus, totals, _ = tm._draw_batch(counts, kind, k, n, draws, gen, False)
     strings = corpus.to_lists()
@@ -235,6 +235,106 @@ def test_sample_token_matched_law_given_its_k():
     assert pooled_pvalue(groups, dict.fromkeys(groups, own)) < ALPHA
 
 
+# --------------------------------------------------------------------------- 0.5x, 1x, 2x natural
+
+FACTORS = (0.5, 1.0, 2.0)
+#: (automaton, event, T): T a single total (window T..T); the counts 1, 2, 4 and 1, 2, 3
+SMALL = {"pfsa": ("symbol:b", 5), "pushdown": ("symbol:(", 10)}
+
+
+def small(kind: str):
+    return short_pfsa() if kind == "pfsa" else PushdownAutomaton.from_dict(dyck2())
+
+
+def natural_count(automaton, event: str, tokens: int, factor: float) -> int:
+    """``factor`` x the occurrences natural in ``tokens`` symbols (the automaton's density)."""
+    density = expected_event_count(automaton, Event.parse(event)) / automaton.expected_length()
+    return max(1, round(factor * density * tokens))
+
+
+def small_strings(kind: str, max_len: int) -> list[tuple[tuple, float, int]]:
+    event = SMALL[kind][0]
+    return pfsa_strings(max_len, event) if kind == "pfsa" else pda_strings(max_len, event[-1])
+
+
+def joint_reference(strings, k: int, n: int, total: int) -> dict:
+    """``P(corpus | K, N, total)`` over ordered ``K``-tuples, by enumeration grouped by length."""
+    by_length: dict = {}
+    for s, p, c in strings:
+        by_length.setdefault(len(s), []).append((s, p, c))
+    law = {}
+    for lengths in itertools.product(range(total + 1), repeat=k):
+        if sum(lengths) != total:
+            continue
+        for corpus in itertools.product(*(by_length.get(n_, []) for n_ in lengths)):
+            if sum(c for _, _, c in corpus) == n:
+                law[tuple(s for s, _, _ in corpus)] = math.prod(p for _, p, _ in corpus)
+    mass = math.fsum(law.values())
+    return {key: value / mass for key, value in law.items()}
+
+
+@pytest.mark.parametrize("factor", FACTORS)
+@pytest.mark.parametrize("kind", ["pfsa", "pushdown"])
+def test_law_at_half_one_two_natural_batched(kind, factor):
+    """At a fixed K, the in-window corpora of exact-count corpora at 0.5x, 1x and 2x the natural
+    count: the joint law of the K strings given (K, N, total) by enumeration; negative control:
+    that law squared and renormalized (every constraint met, the wrong law) is rejected."""
+    event, tokens = SMALL[kind]
+    automaton, k = small(kind), 2
+    n = natural_count(automaton, event, tokens, factor)
+    law = joint_reference(small_strings(kind, tokens), k, n, tokens)
+    samples = batch_in_window(automaton, "exact", k, n, (tokens, tokens), 20_000, seed=11,
+                              event=event)
+    assert len(samples) > 1000
+    names = None if kind == "pfsa" else automaton.alphabet
+    observed = as_keys(samples, names)
+    assert set(observed) <= set(law)
+    assert all(sum(map(len, c)) == tokens for c in observed)
+    assert chi_square_pvalue(observed, law, len(samples)) > ALPHA
+    squared = {c: p * p for c, p in law.items()}  # the same support, sharpened
+    mass = math.fsum(squared.values())
+    wrong = {c: p / mass for c, p in squared.items()}
+    assert chi_square_pvalue(observed, wrong, len(samples)) < ALPHA
+
+
+def shape_law(strings, k: int, n: int, total: int) -> dict:
+    """``P((|s|, count) of string 1 | K, N, total)``, from :func:`first_string_law`."""
+    out: Counter = Counter()
+    counts = {s: c for s, _, c in strings}
+    for s, p in first_string_law(strings, k, n, total).items():
+        out[(len(s), counts[s])] += p
+    return dict(out)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("factor", FACTORS)
+@pytest.mark.parametrize("kind", ["pfsa", "pushdown"])
+def test_sample_token_matched_at_half_one_two_natural(kind, factor):
+    """The whole product (K chosen, then the corpus) at 0.5x, 1x and 2x the natural count in T
+    symbols: N exact and the total T; given the chosen K, the (length, count) of the first and
+    the last string follow the automaton conditioned on (K, N, total) (convolution of the
+    enumerated per-string law), pooled over the Ks where that is not a single value (K = 1:
+    the shape is the constraint; the strings' law given their length and count is checked by
+    the batched test above, with its negative control)."""
+    event, tokens = SMALL[kind]
+    automaton = small(kind)
+    n = natural_count(automaton, event, tokens, factor)
+    strings = small_strings(kind, tokens)
+    groups: dict = {}
+    for seed in range(150 if kind == "pfsa" else 100):
+        result = sample_token_matched(automaton, tokens, seed=seed, event=event, count=n)
+        assert result.corpus.total_count == n and result.total == tokens
+        lengths, counts = result.corpus.lengths.tolist(), result.corpus.counts.tolist()
+        for end in (0, -1):
+            groups.setdefault((end, result.num_strings), Counter())[
+                (lengths[end], counts[end])] += 1
+    expected = {key: shape_law(strings, key[1], n, tokens) for key in groups}
+    assert all(set(groups[key]) <= set(expected[key]) for key in groups)
+    informative = {key: groups[key] for key in groups if len(expected[key]) > 1}
+    if informative:
+        assert pooled_pvalue(informative, expected) > ALPHA
+
+
 # --------------------------------------------------------------------------- constraints
 
 
@@ -274,6 +374,26 @@ def test_pushdown_token_matched():
     result = sample_token_matched(pda, 3000, seed=0, event="symbol:(", count=300)
     assert result.corpus.total_count == 300
     assert 2970 <= result.total <= 3030
+
+
+@pytest.mark.parametrize("factor", FACTORS)
+def test_pushdown_count_exact_and_total_in_window_at_half_one_two_natural(factor):
+    """A two-state pushdown automaton, symbol ``c``, T = 2,000: N exact, T within 1%."""
+    pda = PushdownAutomaton.from_dict(ref.two_state_json())
+    n = natural_count(pda, "symbol:c", 2000, factor)
+    result = sample_token_matched(pda, 2000, seed=0, event="symbol:c", count=n)
+    assert result.corpus.total_count == n
+    assert 1980 <= result.total <= 2020
+
+
+def test_a_prediction_falling_with_k_is_followed():
+    """Symbol ``b`` of the two-state automaton: a string's length grows faster than its count
+    (the fitted intercept is negative), so more strings make a shorter corpus; the natural
+    count in the natural total is sampled (it was refused when K was assumed to raise L)."""
+    pda = PushdownAutomaton.from_dict(ref.two_state_json())
+    n = natural_count(pda, "symbol:b", 2000, 1.0)
+    result = sample_token_matched(pda, 2000, seed=0, event="symbol:b", count=n)
+    assert result.corpus.total_count == n and 1980 <= result.total <= 2020
 
 
 # --------------------------------------------------------------------------- refusals

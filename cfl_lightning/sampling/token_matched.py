@@ -258,17 +258,21 @@ class _Model:
         self.strings += k * totals.numel()
 
     def solve(self, tokens: int) -> int:
-        """The ``K`` in ``k_min .. k_max`` whose prediction is nearest ``tokens`` (predictions
-        increase with ``K``)."""
-        k_min, k_max = self.k_min, self.k_max
-        low, high = k_min, max(2 * k_min, 2)
-        while self.predict(high) < tokens and high < k_max:
-            low, high = high, 2 * high
+        """The ``K`` in ``k_min .. k_max`` whose prediction is nearest ``tokens``.
+
+        The prediction is monotone in ``K`` but may fall: where a string's length grows faster
+        than linearly in its count (a negative intercept), spreading ``N`` over more strings
+        shortens the corpus. The bisection follows the sign of the slope.
+        """
+        low, high = self.k_min, self.k_max
+        rising = self.predict(high) >= self.predict(low)
         while high - low > 1:
             mid = (low + high) // 2
-            low, high = (mid, high) if self.predict(mid) < tokens else (low, mid)
-        best = min((low, high), key=lambda k: abs(self.predict(k) - tokens))
-        return min(max(best, k_min), k_max)
+            if (self.predict(mid) < tokens) == rising:
+                low = mid
+            else:
+                high = mid
+        return min((low, high), key=lambda k: abs(self.predict(k) - tokens))
 
 
 def _lattice(counts: EventCounts, kind: str, k: int, n: int, k_min: int) -> tuple[int, int]:
@@ -399,17 +403,18 @@ def _refuse_unreachable(
 ) -> None:
     """Refuse a target well outside what the corpora holding the count have, for any ``K``,
     or one that only corpora of :data:`DENSE` x the natural occurrences per string reach."""
-    fewest, most = model.predict(model.k_min), model.predict(model.k_max)
+    ends = model.predict(model.k_min), model.predict(model.k_max)
+    fewest, most = min(ends), max(ends)  # the prediction may fall with K (Model.solve)
     what = f"{spec.kind} {spec.count} ({spec.event})"
-    if fewest > 1.5 * window[1] + 1:  # the pilot's fit is noisy: refuse only far off
+    if fewest > 2 * window[1] + 10:  # the pilot's fit is noisy: refuse only far off
         raise InterventionError(
-            f"tokens {window[0]}..{window[1]} is too few for {what}: the fewest strings that "
-            f"hold them ({model.k_min}) have about {fewest:,.0f} symbols"
+            f"tokens {window[0]}..{window[1]} is too few for {what}: corpora that hold them "
+            f"have at least about {fewest:,.0f} symbols"
         )
-    if most < (window[0] - 1) / 1.5:
+    if most < (window[0] - 10) / 2:
         raise InterventionError(
             f"tokens {window[0]}..{window[1]} is more than corpora with {what} reach: "
-            f"{model.k_max:,} strings have about {most:,.0f} symbols"
+            f"at most about {most:,.0f} symbols (up to {model.k_max:,} strings)"
         )
     if spec.kind == "exact" and spec.count > DENSE * model.natural * k:
         raise InterventionError(
