@@ -76,6 +76,9 @@ class RunRecord:
     target_test_visits: int | None = None
     # symbols in the training corpus (null: unknown, e.g. results.json before train_tokens)
     train_tokens: int | None = None
+    # the token target ``data.tokens`` of a token-matched run (its ``num_strings`` is the K
+    # chosen, which differs per run): such runs form one curve per target T, not per K
+    tokens: int | None = None
     # every event's (realized count, strings containing it) and (weighted, unweighted) KL, from
     # ``occurrences`` / ``kl`` / ``kl_unweighted``: lets one unconstrained run serve all targets
     occurrences: Mapping[str, tuple[int | None, int | None]] | None = field(
@@ -267,11 +270,20 @@ def record_from_results(data: Mapping[str, Any], source: str) -> RunRecord:
         seed=_seed(data.get("seed"), reader),
         target_test_visits=visits,
         train_tokens=reader.get(data, "train_tokens"),
+        tokens=_tokens(data.get("config")),
         occurrences=_occurrences(data.get("occurrences"), reader),
         target_kl=_target_kl(data.get("kl"), data.get("kl_unweighted"), reader),
         test_visits=_test_visits(data.get("test_visits"), reader),
         config=slim_config(data.get("config")),
     )
+
+
+def _tokens(config: Any) -> int | None:
+    """``data.tokens`` of a run's config (a token-matched run), else None."""
+    if not isinstance(config, Mapping):
+        return None
+    value = _lookup(config, "data.tokens")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _lookup(config: Mapping[str, Any], dotted: str) -> Any:

@@ -215,6 +215,7 @@ def build_curves(
     binning: str = "quantile",
     edges: Sequence[float] | None = None,
     min_visits: int = 1,
+    x: str = "count",
 ) -> Curves:
     """The curves of ``targets`` (:func:`resolve_targets`) from the runs read.
 
@@ -226,7 +227,7 @@ def build_curves(
     split = split_by_visits(about, min_visits)
     rows = aggregate(
         best, metric=metric, bins=bins, binning=binning, targets=targets,
-        min_visits=min_visits, edges=edges,
+        min_visits=min_visits, edges=edges, x=x,
     )
     if not rows:
         valueless = sum(getattr(r, metric) is None for r in split.kept)
