@@ -417,10 +417,16 @@ def test_too_few_tokens_for_the_count_are_refused():
         sample_token_matched(short_pfsa(), 100, seed=0, event="symbol:a", count=500)
 
 
-def test_a_target_far_in_the_tail_is_refused_as_a_large_deviation():
-    """500 ``a`` in about 600 symbols: one string of ~500 ``a`` (the natural is ~1 per string)."""
+def test_a_target_far_in_the_tail_is_refused_as_a_large_deviation(monkeypatch):
+    """500 ``a`` in about 600 symbols: one string of ~500 ``a`` (the natural is ~1 per string).
+    Refused before any pilot at that K (a pilot of the whole count in a few strings can take
+    minutes at 100,000-string sizes)."""
+    piloted = []
+    pilot = tm._pilot
+    monkeypatch.setattr(tm, "_pilot", lambda c, m, k, *a: piloted.append(k) or pilot(c, m, k, *a))
     with pytest.raises(InterventionError, match=r"is a large deviation for exact 500") as info:
         sample_token_matched(short_pfsa(), 600, seed=0, event="symbol:a", count=500)
+    assert piloted and all(500 / k < tm.DENSE for k in piloted)
     assert f"over {tm.DENSE} times the natural" in str(info.value)
     assert "\n" not in str(info.value)
     # the same count spread over enough symbols is sampled

@@ -391,9 +391,9 @@ def sample_token_matched(
     for _ in range(3):  # refit where the first guess was far off
         _pilot(counts, model, k, t, gen)
         k, previous = model.solve(t), k
+        _refuse_unreachable(model, k, window, spec)  # before a pilot at an extreme K
         if abs(k - previous) <= max(0.2 * previous, 5):
             break
-    _refuse_unreachable(model, k, window, spec)
     check_corpora_memory(pfsa, [(k, spec)], device=dev, write=write, what=what)
     return _attempts(counts, model, spec, (k, t), window, gen, max_tries, progress)
 
