@@ -50,7 +50,7 @@ import math
 import os
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -71,6 +71,7 @@ from cfl_lightning.analysis.records import (
 from cfl_lightning.analysis.selection import (
     VisitSplit,
     best_of_repeats,
+    corpus_size,
     curve_key,
     default_targets,
     expand_correlational,
@@ -85,6 +86,9 @@ from cfl_lightning.analysis.stats import (
     too_wide,
 )
 from cfl_lightning.io import atomic_open
+
+#: the x axes of :func:`aggregate`: the count (the setting's own unit) or the training symbols
+X_AXES = ("count", "train_tokens")
 
 __all__ = [
     "RunRecord",
@@ -110,6 +114,7 @@ __all__ = [
     "gap_kind",
     "interval_method",
     "aggregate",
+    "X_AXES",
     "table_columns",
     "write_table",
 ]
@@ -211,8 +216,16 @@ def aggregate(
     edges: Sequence[float] | None = None,
     control: bool = False,
     unit: str = "automaton",
+    x: str = "count",
 ) -> list[CurveRow]:
     """The curve points: causal per count, correlational per realized-count bin.
+
+    With ``x="train_tokens"`` (:data:`X_AXES`) the x axis is the training corpus's symbols
+    (results.json ``train_tokens``): each causal point (still one per count) sits at its runs'
+    mean ``train_tokens`` and spans their range, the correlational runs are binned on theirs,
+    runs without it are left out (counted as without a value) and no gap is computed (the gap
+    compares counts). Token-matched runs (``data.tokens``) form one curve per setting, whatever
+    K each chose (their rows' ``num_strings`` is None), on either axis.
 
     ``records`` should already be reduced with :func:`best_of_repeats`. Runs whose target the
     test strings visit fewer than ``min_visits`` times (:func:`split_by_visits`), runs without a
@@ -233,6 +246,8 @@ def aggregate(
         raise ValueError(f"unknown metric {metric!r}; expected one of {METRICS}")
     if control and metric not in CONTROL_METRICS:
         raise ValueError(f"a non-target control exists for {CONTROL_METRICS}, not {metric!r}")
+    if x not in X_AXES:
+        raise ValueError(f"unknown x axis {x!r}; expected one of {X_AXES}")
     records = [
         r for r in records if r.event is not None and (targets is None or r.event in targets)
     ]
@@ -240,12 +255,14 @@ def aggregate(
     missing: dict[tuple, int] = defaultdict(int)
     usable = []
     for r in split.kept:
-        if _metric(r, metric) is None:
+        if _metric(r, metric) is None or (x == "train_tokens" and r.train_tokens is None):
             missing[curve_key(r)] += 1
         else:
             usable.append(r)
-    points = _Points.of(usable, metric, control)
-    rows_of = _RowMaker(metric, split.excluded, dict(missing), control, unit)
+    points = _Points.of(usable, metric, control, x)
+    rows_of = _RowMaker(
+        metric, split.excluded, dict(missing), control, unit, "" if x == "count" else x
+    )
     rows = _causal_rows(points, rows_of) + _binned_rows(points, rows_of, bins, binning, edges)
     rows.sort(key=lambda r: (r.target, r.model, r.setting, r.num_strings or 0, r.x))
     return rows
@@ -269,9 +286,13 @@ class _Points:
     causal: dict[tuple, list[tuple[float, str, float | None]]]
     corr: dict[tuple, list[tuple[float, float, str, float | None]]]
     kinds: dict[str, str]
+    # with ``x="train_tokens"``: each causal point's runs' train_tokens (else empty)
+    tokens: dict[tuple, list[int]] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, usable: Sequence[RunRecord], metric: str, control: bool = False) -> _Points:
+    def of(
+        cls, usable: Sequence[RunRecord], metric: str, control: bool = False, x: str = "count"
+    ) -> _Points:
         """Read the runs, each with a value of ``metric``.
 
         A correlational run goes on the occurrences axis where causal runs of its target are
@@ -293,12 +314,18 @@ class _Points:
             and x_kind(r.setting) == "occurrences"
         }
         values_of: dict[str, list[float]] = defaultdict(list)
+        tokens: dict[tuple, list[int]] = defaultdict(list)
         for r in usable:
             value = _metric(r, metric)
             other = control_of(r, metric) if control else None
             values_of[r.event].append(value)
             if r.setting == "correlational":
                 on_occurrences = r.event in occurrence_events or r.event not in causal_events
+                if x == "train_tokens":
+                    corr[(r.event, r.model, "correlational", r.num_strings)].append(
+                        (r.train_tokens, value, r.automaton_id, other)
+                    )
+                    continue
                 if r.realized_count is not None and on_occurrences:
                     corr[(r.event, r.model, "correlational", r.num_strings)].append(
                         (r.realized_count, value, r.automaton_id, other)
@@ -308,11 +335,12 @@ class _Points:
                         (r.realized_strings, value, r.automaton_id, other)
                     )
             elif r.count is not None:
-                causal[(r.event, r.model, r.setting, r.num_strings, r.count)].append(
-                    (value, r.automaton_id, other)
-                )
+                key = (r.event, r.model, r.setting, corpus_size(r), r.count)
+                causal[key].append((value, r.automaton_id, other))
+                if x == "train_tokens":
+                    tokens[key].append(r.train_tokens)
         kinds = {event: gap_kind(metric, event, values) for event, values in values_of.items()}
-        return cls(dict(causal), dict(corr), kinds)
+        return cls(dict(causal), dict(corr), kinds, dict(tokens))
 
 
 # --------------------------------------------------------------------------- binning
@@ -323,14 +351,21 @@ def _causal_rows(points: _Points, rows_of: _RowMaker) -> list[CurveRow]:
     rows = []
     for (event, model, setting, k, count), values in points.causal.items():
         axis = "correlational_strings" if x_kind(setting) == "strings" else "correlational"
-        near = _near(points.corr.get((event, model, axis, k), ()), count)
         causal, pairs = _clustered(values)
         gap = None
+        did = [(v, c, a) for v, a, c in values]
+        spent = points.tokens.get((event, model, setting, k, count))
+        if spent:  # the train_tokens axis: at the runs' mean, spanning their range; no gap
+            where = np.asarray(spent, dtype=float)
+            x, lo, hi, median = where.mean(), where.min(), where.max(), np.median(where)
+            rows.append(rows_of(event, model, setting, k, float(x), float(lo), float(hi),
+                                (causal, pairs), float(median), None, did))
+            continue
+        near = _near(points.corr.get((event, model, axis, k), ()), count)
         if near:
             corr, near_pairs = _clustered(near)
             gap = (gap_interval(causal, corr, points.kinds[event]), near_pairs)
         x = float(count)
-        did = [(v, c, a) for v, a, c in values]
         rows.append(rows_of(event, model, setting, k, x, x, x, (causal, pairs), x, gap, did))
     return rows
 
@@ -388,6 +423,7 @@ class _RowMaker:
     no_value: dict[tuple, int]
     control: bool = False
     unit: str = "automaton"
+    axis: str = ""  # the x axis when not the setting's own (``train_tokens``)
 
     def __call__(
         self,
@@ -430,7 +466,7 @@ class _RowMaker:
             event,
             model,
             setting,
-            x_kind(setting),
+            self.axis or x_kind(setting),
             k,
             x,
             lo,

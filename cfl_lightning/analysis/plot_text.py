@@ -56,6 +56,7 @@ METRIC_LABELS = {
 X_LABELS = {
     "occurrences": "occurrences of the target in training",
     "strings": "training strings containing the target",
+    "train_tokens": "symbols in the training corpus (train_tokens)",
 }
 HOLLOW_BELOW = 3  # points resting on fewer automata get hollow markers
 # the legend note, one part per kind of mark (the bins' part only where there are bins)

@@ -75,6 +75,11 @@ class RunRecord:
     repeats: int = 1
     # test positions at which the target is at stake (null: unknown, e.g. older results.json)
     target_test_visits: int | None = None
+    # symbols in the training corpus (null: unknown, e.g. results.json before train_tokens)
+    train_tokens: int | None = None
+    # the token target ``data.tokens`` of a token-matched run (its ``num_strings`` is the K
+    # chosen, which differs per run): such runs form one curve per target T, not per K
+    tokens: int | None = None
     # every event's (realized count, strings containing it) and (weighted, unweighted) KL, from
     # ``occurrences`` / ``kl`` / ``kl_unweighted``: lets one unconstrained run serve all targets
     occurrences: Mapping[str, tuple[int | None, int | None]] | None = field(
@@ -270,11 +275,21 @@ def record_from_results(data: Mapping[str, Any], source: str) -> RunRecord:
         realized_strings=reader.get(data, "realized_strings"),
         seed=_seed(data.get("seed"), reader),
         target_test_visits=visits,
+        train_tokens=reader.get(data, "train_tokens"),
+        tokens=_tokens(data.get("config")),
         occurrences=_occurrences(data.get("occurrences"), reader),
         target_kl=_target_kl(data.get("kl"), data.get("kl_unweighted"), reader),
         test_visits=_test_visits(data.get("test_visits"), reader),
         config=slim_config(data.get("config")),
     )
+
+
+def _tokens(config: Any) -> int | None:
+    """``data.tokens`` of a run's config (a token-matched run), else None."""
+    if not isinstance(config, Mapping):
+        return None
+    value = _lookup(config, "data.tokens")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _lookup(config: Mapping[str, Any], dotted: str) -> Any:
@@ -328,10 +343,11 @@ def record_from_wandb(
         "count": _lookup(config, "data.count"),
         "realized_count": get("realized_count"),
         "realized_strings": get("realized_strings"),
-        "num_strings": _lookup(config, "data.num_strings"),
+        "num_strings": get("train_strings") or _lookup(config, "data.num_strings"),
         "automaton_id": ident,
         "seed": _lookup(config, "seed_everything"),
         "target_test_visits": get("target_test_visits"),
+        "train_tokens": get("train_tokens"),
         "config": config,
     }
     for metric in METRICS:
@@ -383,6 +399,8 @@ def record_to_results(record: RunRecord, events: Iterable[str] | None = None) ->
         "kl_target_unweighted": record.kl_target_unweighted,
         "target_test_visits": record.target_test_visits,
     }
+    if record.train_tokens is not None:
+        out["train_tokens"] = record.train_tokens
     occurrences = kept(record.occurrences)
     if occurrences:
         out["occurrences"] = {

@@ -228,6 +228,7 @@ def build_curves(
     min_visits: int = 1,
     control: bool = False,
     unit: str = "automaton",
+    x: str = "count",
 ) -> Curves:
     """The curves of ``targets`` (:func:`resolve_targets`) from the runs read.
 
@@ -250,7 +251,7 @@ def build_curves(
     split = split_by_visits(about, min_visits)
     rows = aggregate(
         best, metric=metric, bins=bins, binning=binning, targets=targets,
-        min_visits=min_visits, edges=edges, control=control, unit=unit,
+        min_visits=min_visits, edges=edges, control=control, unit=unit, x=x,
     )
     if not rows:
         valueless = sum(getattr(r, metric) is None for r in split.kept)

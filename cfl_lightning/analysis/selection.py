@@ -17,6 +17,7 @@ __all__ = [
     "default_targets",
     "expand_correlational",
     "curve_key",
+    "corpus_size",
     "VisitSplit",
     "split_by_visits",
     "UNITS",
@@ -117,9 +118,15 @@ def expand_correlational(records: Iterable[RunRecord], targets: Sequence[str]) -
     return out
 
 
+def corpus_size(record: RunRecord) -> int | None:
+    """The corpus size a run's curve is drawn at: its training strings, or None for a
+    token-matched run (``data.tokens``: K is chosen per run, so it names no curve)."""
+    return record.num_strings if record.tokens is None else None
+
+
 def curve_key(record: RunRecord) -> tuple[str | None, str, str, int | None]:
-    """The curve a run belongs to: (target, model, setting, training strings)."""
-    return (record.event, record.model, record.setting, record.num_strings)
+    """The curve a run belongs to: (target, model, setting, :func:`corpus_size`)."""
+    return (record.event, record.model, record.setting, corpus_size(record))
 
 
 @dataclass(frozen=True)

@@ -92,7 +92,8 @@ def build_results(run: FinishedRun) -> dict[str, Any]:
     realized_count, realized_strings, expected_count = _event_counts(
         datamodule, event, occurrences, expected
     )
-    num_strings = datamodule.hparams["num_strings"]
+    # the strings actually trained on (a token-matched corpus's K), else the setting
+    num_strings = getattr(datamodule, "train_strings", datamodule.hparams["num_strings"])
     kl = dict.fromkeys(KL_ENTRIES) if run.kl is None else run.kl
     return ordered({
         "config": dict(_default_config(model, datamodule) if run.config is None else run.config),
@@ -125,6 +126,7 @@ def build_results(run: FinishedRun) -> dict[str, Any]:
             None if run.train_time_resumed_s is None else float(run.train_time_resumed_s)
         ),
         "long_test": None if run.long is None else dict(run.long),
+        "train_tokens": getattr(datamodule, "train_tokens", None),
     })
 
 

@@ -81,6 +81,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from cfl_lightning.analysis.aggregate import X_AXES
 from cfl_lightning.analysis.control import CONTROL_METRICS, CONTROLS
 from cfl_lightning.analysis.pooling import is_pooled
 from cfl_lightning.analysis.report import (
@@ -120,6 +121,16 @@ def build_parser() -> ArgumentParser:
     )
     _add_input_arguments(parser)
     _add_curve_arguments(parser)
+    parser.add_argument(
+        "--x",
+        choices=X_AXES,
+        default="count",
+        help=(
+            "x axis: count (default; occurrences, or strings containing the target) or "
+            "train_tokens (the symbols each run trained on, results.json train_tokens: causal "
+            "points at their runs' mean, correlational runs binned on it, no gap)"
+        ),
+    )
     parser.add_argument(
         "--logx",
         action="store_true",
@@ -394,7 +405,7 @@ def _curves(records: list, targets: list[str], events: list[str], args, plan) ->
 
     edges = args.edges if args.edges is not None or plan is None else list(plan.bins)
     options = dict(bins=args.bins, binning=args.binning, edges=edges, min_visits=args.min_visits,
-                   control=args.control is not None, unit=args.unit)
+                   control=args.control is not None, unit=args.unit, x=args.x)
     drawn, tabulated = _readings(args.metric)
     out = {}
     for metric in tabulated:

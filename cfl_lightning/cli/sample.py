@@ -6,6 +6,9 @@ Example::
         --intervention exact --event state:odd --count 1200 --output corpus.jsonl
 
 Each output line is ``{"symbols": [...], "count": n}`` (``count`` only when ``--event`` is given).
+With ``--tokens T`` instead of ``--num-strings`` (token-matched, ``exact`` or ``at_least``), the
+number of strings is chosen so that the corpus holds ``T`` symbols within 1%
+(:mod:`~cfl_lightning.sampling.token_matched`); a JSON line on standard output reports it.
 ``--output -`` writes the lines to standard output (the messages go to standard error). Before
 sampling, the output path and the flags are checked, then the event's names against the file's
 declared names (before the automaton is built: a pushdown automaton's fixed point is the slow
@@ -36,7 +39,12 @@ def build_parser() -> ArgumentParser:
         prog=PROG, description="Sample a corpus from an automaton (JSON Lines)."
     )
     parser.add_argument("--automaton", required=True, help="automaton JSON file")
-    parser.add_argument("--num-strings", type=int, required=True, help="number of strings K")
+    parser.add_argument("--num-strings", type=int, help="number of strings K (or --tokens)")
+    parser.add_argument(
+        "--tokens", type=int, default=None,
+        help="instead of --num-strings (exact, at_least): the corpus's total of symbols T "
+        "(EOS excluded, within 1%%); K is chosen and reported on standard output",
+    )
     parser.add_argument("--seed", type=seed_type, required=True, help="random seed (0..2**64-1)")
     parser.add_argument(
         "--output",
@@ -71,7 +79,12 @@ def build_parser() -> ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = command_args(argv, "sample")
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if (args.num_strings is None) == (args.tokens is None):
+        parser.error("give one of --num-strings K and --tokens T (then K is chosen)")
+    if args.tokens is not None and args.method != "binning":
+        parser.error("--tokens samples with --method binning (rejection is not offered)")
 
     def body() -> int:
         from cfl_lightning.io import check_output
@@ -83,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
             check_output(args.output, [args.automaton], what="--output")
         plain = _load_checked(args)  # cheap checks first, then the automaton
         pfsa = plain.automaton
+        if args.tokens is not None:
+            return _token_matched(args, pfsa, plain.device, to_stdout)
         request = check_request(  # warns on extreme lengths, refuses what won't fit or runs away
             pfsa, plain.num_strings, seed=plain.seed, intervention=plain.intervention,
             method=plain.method, device=plain.device, max_tries=plain.max_tries, write=True,
@@ -129,8 +144,8 @@ def _load_checked(args) -> _Checked:  # noqa: ANN001 - the parsed arguments
     from cfl_lightning.sampling.estimates import format_seconds
     from cfl_lightning.sampling.request import check_arguments
 
-    plain = check_arguments(
-        args.num_strings, seed=args.seed, intervention=args.intervention, event=args.event,
+    plain = check_arguments(  # with --tokens T, K <= T is not yet chosen: T stands in for it
+        args.num_strings if args.tokens is None else max(1, args.tokens), seed=args.seed, intervention=args.intervention, event=args.event,
         count=args.count, method=args.method, device=args.device, max_tries=args.max_tries,
         omit_count="omit --count",
     )
@@ -155,6 +170,34 @@ def _announce(estimate) -> None:  # noqa: ANN001 - a MemoryEstimate
         sys.stderr.write(
             f"sampling: ~{format_seconds(estimate.seconds)} and {estimate.describe()} estimated\n"
         )
+
+
+def _token_matched(args, pfsa, device, to_stdout: bool) -> int:  # noqa: ANN001 - parsed args
+    """``--tokens``: K chosen, the corpus written, ``{"num_strings", "tokens", ...}`` reported."""
+    import json
+
+    from cfl_lightning.sampling.token_matched import sample_token_matched
+
+    result = sample_token_matched(
+        pfsa, args.tokens, seed=args.seed, intervention=args.intervention, event=args.event,
+        count=args.count, device=device, max_tries=args.max_tries, progress=True, write=True,
+        what="this corpus",
+    )
+    corpus = result.corpus
+    if to_stdout and not _stream(corpus.jsonl_lines(pfsa.alphabet)):
+        return 0
+    if not to_stdout:
+        corpus.write_jsonl(args.output, pfsa.alphabet)
+    report = {"num_strings": result.num_strings, "tokens": result.total,
+              "target_tokens": args.tokens, "count": corpus.total_count, "tries": result.tries}
+    line = json.dumps(report)
+    where = "standard output" if to_stdout else args.output
+    sys.stderr.write(
+        f"wrote {result.num_strings} strings ({result.total} symbols, --tokens {args.tokens} "
+        f"within 1%), {corpus.total_count} occurrences of {args.event} to {where}\n"
+    )
+    (sys.stderr if to_stdout else sys.stdout).write(line + "\n")
+    return 0
 
 
 def _stream(lines) -> bool:  # noqa: ANN001 - an iterator of str

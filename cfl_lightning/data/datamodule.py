@@ -77,6 +77,7 @@ from cfl_lightning.sampling import Corpus, Intervention
 from cfl_lightning.sampling.budget import check_corpora_memory
 from cfl_lightning.sampling.length import check_min_length
 from cfl_lightning.sampling.request import resolve_device
+from cfl_lightning.sampling.token_matched import check_token_kind
 
 __all__ = ["PFADataModule", "SPLITS", "LONG", "SAMPLING_METHOD", "GENERATORS", "GENERATOR_ARGS"]
 
@@ -162,6 +163,7 @@ class PFADataModule(L.LightningDataModule):
         count: Optional[int] = None,
         num_strings: Optional[int] = None,
         corpus: Optional[str] = None,
+        tokens: Optional[int] = None,
         val_strings: int = 200,
         test_strings: int = 500,
         test_target_strings: int = 0,
@@ -189,12 +191,7 @@ class PFADataModule(L.LightningDataModule):
         #: the least length of the long test split's strings (None: no long split)
         self.long_min_length: Optional[int] = self.settings.long_min_length
         #: ``P(length >= long_min_length)`` of one string (None without a long split)
-        self.long_probability: Optional[float] = None
-        if self.long_min_length is not None and self.settings.long_test_strings:
-            self.long_probability = check_min_length(
-                self.automaton, self.settings.long_test_strings, self.long_min_length,
-                f"data.long_min_length {self.long_min_length}",
-            )
+        self.long_probability: Optional[float] = self._long_probability()
         # The recorded hparams are the checked settings, with the real alphabet size (the
         # constructor value only sizes random automata): Lightning merges data and model hparams
         # and rejects a mismatch with the model's num_symbols. Saved again (not edited in place)
@@ -203,16 +200,9 @@ class PFADataModule(L.LightningDataModule):
             {**self.hparams, **self.settings.as_dict(), "num_symbols": self.automaton.num_symbols}
         )
         #: the training corpus's intervention (kind, event, count), validated on the automaton
-        self.intervention: Intervention = Intervention.create(
-            self.settings.intervention, self.settings.event, self.settings.count
-        )
-        if self.intervention.constrained and self.intervention.spec.sampler is None:
-            raise InterventionError(
-                f"intervention {self.intervention.kind!r} has no exact sampler (its registry "
-                "entry's sampler is unset): a data module cannot sample it"
-            )
+        self.intervention: Intervention = self._training_intervention()
         #: ``[C, S]`` int64 event table (None without an event)
-        self.event_function = self.intervention.validate(self.automaton, self.settings.num_strings)
+        self.event_function = self.intervention.validate(self.automaton, self._planned_strings())
         #: the counted event (None without one)
         self.event: Optional[Event] = self.intervention.event
         #: the validation corpus's intervention ("same": the training one, count scaled)
@@ -242,6 +232,30 @@ class PFADataModule(L.LightningDataModule):
         return cls(**settings.as_dict())
 
     # ------------------------------------------------------------------ construction checks
+    def _long_probability(self) -> Optional[float]:
+        """``P(length >= long_min_length)``, refused in one line when the split is out of reach
+        (None without a long split)."""
+        if self.long_min_length is None or not self.settings.long_test_strings:
+            return None
+        return check_min_length(
+            self.automaton, self.settings.long_test_strings, self.long_min_length,
+            f"data.long_min_length {self.long_min_length}",
+        )
+
+    def _training_intervention(self) -> Intervention:
+        """The training corpus's intervention, refused when its kind has no sampler or does not
+        go with ``tokens``."""
+        s = self.settings
+        intervention = Intervention.create(s.intervention, s.event, s.count)
+        if intervention.constrained and intervention.spec.sampler is None:
+            raise InterventionError(
+                f"intervention {intervention.kind!r} has no exact sampler (its registry "
+                "entry's sampler is unset): a data module cannot sample it"
+            )
+        if s.tokens is not None:
+            check_token_kind(intervention.kind, s.tokens)
+        return intervention
+
     def _val_intervention(self) -> Intervention:
         """``none``, or (``val_intervention="same"``) the training one with a scaled count."""
         s, train = self.settings, self.intervention
@@ -249,6 +263,9 @@ class PFADataModule(L.LightningDataModule):
             raise CflError(f"val_intervention must be 'none' or 'same', got {s.val_intervention!r}")
         if s.val_intervention == "none" or not train.constrained or s.val_strings == 0:
             return Intervention()
+        if s.tokens is not None:
+            raise CflError("val_intervention 'same' scales the count by num_strings, which "
+                           "tokens leaves to the sampler: use val_intervention 'none' with tokens")
         assert train.count is not None
         count = int(round(train.count * s.val_strings / s.num_strings))
         intervention = Intervention(train.kind, train.event, count)
@@ -267,7 +284,9 @@ class PFADataModule(L.LightningDataModule):
         """
         s = self.settings
         corpora = {
-            "num_strings": (s.num_strings, Intervention() if s.corpus else self.intervention),
+            "num_strings": (
+                self._planned_strings(), Intervention() if s.corpus else self.intervention
+            ),
             "val_strings": (s.val_strings, self.val_intervention),
             "test_strings": (s.test_strings, Intervention()),
             "test_target_strings": (s.test_target_strings, Intervention()),
@@ -295,7 +314,10 @@ class PFADataModule(L.LightningDataModule):
             return SplitPlan(split, s.sizes[LONG], seed, min_length=s.long_min_length)
         spec = {"train": self.intervention, "val": self.val_intervention}.get(split)
         constrained = spec is not None and spec.constrained
-        return SplitPlan(split, s.sizes[split], seed, spec if constrained else Intervention())
+        tokens = s.tokens if split == "train" else None
+        return SplitPlan(
+            split, s.sizes[split], seed, spec if constrained else Intervention(), tokens=tokens
+        )
 
     def _cached(self, plan: SplitPlan) -> tuple[Corpus, bool]:
         """``(corpus, cache hit)`` of ``plan``: read from the cache, or drawn and written."""
@@ -312,7 +334,7 @@ class PFADataModule(L.LightningDataModule):
             return self.corpus_file, False
         plan = self._plan(split)
         corpus, hit = self._cached(plan)
-        if len(corpus) != plan.num_strings:
+        if plan.tokens is None and len(corpus) != plan.num_strings:
             raise RuntimeError(
                 f"{split} corpus has {len(corpus)} strings, expected {plan.num_strings}"
             )
@@ -504,14 +526,14 @@ class PFADataModule(L.LightningDataModule):
 
     def expected_occurrences(self) -> dict[str, float]:
         """``num_strings`` x expected occurrences per unconstrained string, for every event."""
-        return expected_occurrences(self.automaton, self.settings.num_strings)
+        return expected_occurrences(self.automaton, self.train_strings)
 
     @property
     def expected_count(self) -> Optional[float]:
         """``num_strings`` x expected occurrences per unconstrained string (None without event)."""
         if self.event is None:
             return None
-        return self.settings.num_strings * expected_event_count(self.automaton, self.event)
+        return self.train_strings * expected_event_count(self.automaton, self.event)
 
     def summary(self) -> dict[str, Any]:
         """Flat dict for hyperparameter logging.
@@ -521,8 +543,9 @@ class PFADataModule(L.LightningDataModule):
         "parity_resampled", ``num_states``/``num_symbols``/``topology_seed``/``weight_seed`` for
         "random") and every other argument, plus ``realized_count``, ``realized_strings``,
         ``expected_count``, ``automaton_states``, ``alphabet_size``, ``vocab_size``,
-        ``automaton_id`` and ``train_tokens`` (symbols in the training corpus). Samples (or
-        reads) the training corpus if needed.
+        ``automaton_id``, ``train_tokens`` (symbols in the training corpus) and
+        ``train_strings`` (its strings: ``num_strings``, or with ``tokens`` the K chosen).
+        Samples (or reads) the training corpus if needed.
         """
         out = applicable(dict(self.hparams))
         out.update(
@@ -533,6 +556,29 @@ class PFADataModule(L.LightningDataModule):
             alphabet_size=self.num_symbols,
             vocab_size=self.vocab_size,
             automaton_id=self.automaton_id,
-            train_tokens=int(self.corpus("train").tokens.numel()),
+            train_tokens=self.train_tokens,
+            train_strings=self.train_strings,
         )
         return out
+
+    @property
+    def train_strings(self) -> int:
+        """Training strings K: ``num_strings``, or with ``tokens`` the K the sampler chose
+        (samples or reads the training corpus then)."""
+        if self.settings.tokens is None:
+            return self.settings.num_strings
+        return len(self.corpus("train"))
+
+    @property
+    def train_tokens(self) -> int:
+        """Symbols in the training corpus, EOS excluded (samples or reads it if needed)."""
+        return int(self.corpus("train").tokens.numel())
+
+    def _planned_strings(self) -> int:
+        """K before sampling: ``num_strings``, or with ``tokens`` a guess for the checks
+        (``T / E[length]``; at least ``count``, so that the count's bound is not refused)."""
+        s = self.settings
+        if s.tokens is None:
+            return s.num_strings
+        guess = round(s.tokens / max(self.automaton.expected_length(), 1e-2))
+        return max(1, guess, s.count or 0)

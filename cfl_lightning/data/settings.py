@@ -109,7 +109,7 @@ class DataSettings:
             is only recorded (the correlational setting).
         count: the intervention's target (required with an intervention, not allowed without).
         num_strings: number of training strings K (default 500; with ``corpus``: the file's
-            count, and a value given must equal it).
+            count, and a value given must equal it; with ``tokens``: not used).
         corpus: path of a JSON Lines training corpus, as ``python -m cfl_lightning sample``
             writes it (``{{"symbols": [...]}}`` per line), to train on instead of sampling one.
             Every string is checked against the automaton (one line naming the file, the line
@@ -117,6 +117,10 @@ class DataSettings:
             recorded as for a sampled corpus. ``intervention``, ``event`` and ``count`` then
             describe the file and are checked, not applied: a corpus that does not meet them is
             refused (its realized value named). Validation and test strings are still sampled.
+        tokens: a token-matched training corpus (``exact`` or ``at_least``): its total of
+            symbols T (EOS excluded, within 1%); the number of strings K is chosen by the sampler
+            (:mod:`~cfl_lightning.sampling.token_matched`), ``num_strings`` is then not used, and
+            ``results.json`` records the K chosen. None (default): ``num_strings`` strings.
         val_strings: number of validation strings (0 for none).
         test_strings: number of unconstrained test strings (0 for none).
         test_target_strings: additional test strings drawn conditioned on reaching a state at
@@ -166,6 +170,7 @@ class DataSettings:
     count: Optional[int] = None
     num_strings: Optional[int] = None
     corpus: Optional[str] = None
+    tokens: Optional[int] = None
     val_strings: int = 200
     test_strings: int = 500
     test_target_strings: int = 0
@@ -185,6 +190,11 @@ class DataSettings:
             value = getattr(self, name)
             if value is not None or name not in _OPTIONAL:  # a corpus's count is read later
                 object.__setattr__(self, name, _integer(name, value, low, high))
+        if self.tokens is not None:
+            if self.corpus is not None:
+                raise CflError("data.tokens samples a training corpus, data.corpus reads one: "
+                               "give one of them")
+            object.__setattr__(self, "tokens", _integer("tokens", self.tokens, 1))
         generator(self.generator)  # unknown: PFSAError naming the registered generators
         intervention_kind(self.intervention)  # unknown: InterventionError naming the kinds
         for name in ("generator", "intervention"):  # plain text in hparams and results.json

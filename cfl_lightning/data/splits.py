@@ -26,6 +26,7 @@ from cfl_lightning.sampling import Corpus, Intervention
 from cfl_lightning.sampling.length import sample_min_length
 from cfl_lightning.sampling.request import SamplingRequest
 from cfl_lightning.sampling.sampler import draw
+from cfl_lightning.sampling.token_matched import sample_token_matched
 
 __all__ = ["SplitPlan", "SAMPLING_METHOD", "REACH"]
 
@@ -47,6 +48,8 @@ class SplitPlan:
         reach: for targeted test strings, the event whose at-stake states every string reaches.
         min_length: for the long split, the least length ``L`` of every string (drawn from the
             automaton conditioned on ``length >= L``).
+        tokens: a token-matched training corpus's total of symbols (``num_strings`` unused: the
+            sampler chooses K, :func:`~cfl_lightning.sampling.token_matched.sample_token_matched`).
     """
 
     split: str
@@ -55,13 +58,16 @@ class SplitPlan:
     intervention: Intervention = Intervention()
     reach: Optional[Event] = None
     min_length: Optional[int] = None
+    tokens: Optional[int] = None
 
     def key_arguments(self, device: torch.device) -> dict[str, Any]:
         """The sampling arguments that identify the corpus (what the cache key hashes)."""
         spec = self.intervention
         kind, event = (REACH, self.reach) if self.reach is not None else (spec.kind, spec.event)
         length = {} if self.min_length is None else {"min_length": self.min_length}
+        tokens = {} if self.tokens is None else {"tokens": self.tokens}  # keys unchanged without
         return {
+            **tokens,
             "split": self.split,
             "num_strings": self.num_strings,
             "seed": self.seed,
@@ -91,6 +97,12 @@ class SplitPlan:
                 pfsa, self.num_strings, self.min_length, self.seed, device=device,
                 what=f"data.long_min_length {self.min_length}",
             )
+        if self.tokens is not None:
+            spec = self.intervention
+            return sample_token_matched(
+                pfsa, self.tokens, seed=self.seed, intervention=spec.kind, event=spec.event,
+                count=spec.count, device=device,
+            ).corpus
         request = SamplingRequest(
             self.num_strings, self.seed, self.intervention, SAMPLING_METHOD, device
         )

@@ -72,7 +72,7 @@ FIELDS: tuple[Field, ...] = (
           _NO_EVENT),
     Field("expected_count", "number", "`num_strings` x E[occurrences per unconstrained string]",
           _NO_EVENT),
-    Field("num_strings", "integer", "training strings"),
+    Field("num_strings", "integer", "training strings (with `data.tokens`: the K chosen)"),
     Field("num_parameters", "integer", "the model's trainable parameters"),
     Field("seed", "integer", "`seed_everything` (model init, dropout; the corpus's seed is "
           "`config.data.seed`)", "when the run was not seeded"),
@@ -114,6 +114,8 @@ FIELDS: tuple[Field, ...] = (
           "`ce_per_string`, and `kl_total`, `kl_target`, `kl_target_unweighted`, `kl`, "
           "`kl_unweighted`, `target_test_visits`, `test_visits` as above, their per-visit "
           "averages from its strings", "without a long split, or without a test KL"),
+    Field("train_tokens", "integer", "symbols in the training corpus (EOS excluded; with "
+          "`data.tokens`, within 1% of it)", "for a data module without `train_tokens` (yours)"),
 )
 
 #: the keys of the ``long_test`` object besides the KL entries, in file order
