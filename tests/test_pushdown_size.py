@@ -1,4 +1,4 @@
-"""Pushdown automata at the paper's automaton size (50 states): no false refusal.
+"""Pushdown automata at the paper's automaton size (50 states): no false refusal, sizes refused.
 
 ``random_pushdown --states 50 --symbols 10 --stack-symbols 3 --seed 0`` has ``G Q^2 + Q = 7,550``
 excursion variables. The bound on the occurrences of one string used to iterate the (max, +)
@@ -14,6 +14,7 @@ import torch
 
 from cfl_lightning.automata.pushdown_events import parse_event
 from cfl_lightning.automata.pushdown_generators import random_pda
+from cfl_lightning.errors import SizeError
 from cfl_lightning.sampling.pushdown_backend import PushdownEventCounts
 from cfl_lightning.sampling.pushdown_sampler import sample_pushdown_corpus
 from cfl_lightning.sampling.pushdown_unconstrained import sample_unconstrained
@@ -43,3 +44,11 @@ def test_exact_corpus_at_paper_size(paper_size):
     recount = [string.count(a) for string in corpus]  # from the tokens, not the sampler's record
     assert len(corpus) == 20 and sum(recount) == 30
     assert recount == corpus.counts.tolist()
+
+
+def test_law_beyond_memory_is_refused(paper_size, monkeypatch):
+    monkeypatch.setenv("CFL_LIGHTNING_MEMORY_LIMIT", "64M")
+    counts = PushdownEventCounts(paper_size, parse_event("symbol:a"))
+    with pytest.raises(SizeError, match="count law") as info:
+        counts.law(5000)
+    assert "\n" not in str(info.value)

@@ -44,9 +44,26 @@ from cfl_lightning.automata.pushdown_fixpoint import (
     least_fixed_point,
     support,
 )
+from cfl_lightning.sampling.budget import check_bytes
 from cfl_lightning.sampling.pushdown_series import ScaledSeries, Term, combine, convolve
 
-__all__ = ["ExcursionSeries", "mixed_jacobian", "nonnegative_inverse", "value_at"]
+__all__ = ["ExcursionSeries", "law_bytes", "mixed_jacobian", "nonnegative_inverse", "value_at"]
+
+
+def law_bytes(num_states: int, num_stack: int, length: int, *, tails: bool = False) -> int:
+    """Peak bytes of the count series up to ``length`` coefficients (``O(L G Q^2)``).
+
+    Each :class:`ScaledSeries` of ``[G + 1, Q, Q]`` float64 coefficients holds three copies (the
+    values and the two product layouts), allocated in powers of two and copied when doubled (the
+    old and the new arrays live together for a moment); ``V`` and ``P`` are two series, and the
+    tails two more.
+    """
+    cap = 64
+    while cap < length:
+        cap *= 2
+    per_series = 3 * 8 * (num_stack + 1) * num_states**2 * cap
+    series = 4 if tails else 2
+    return series * per_series + per_series // 2  # one layout's old copy while it doubles
 
 
 def mixed_jacobian(system: ExcursionSystem, left: Tensor, right: Tensor) -> Tensor:
@@ -254,8 +271,26 @@ class ExcursionSeries:
         out[:g], out[g, :, :1] = e_part[0], t_part[0]
         return out, e_part[1]
 
+    def check_size(self, upto: int, *, tails: bool = False) -> None:
+        """Raise :class:`~cfl_lightning.errors.SizeError` when the series up to ``upto`` would
+        not fit in the memory available (one line, with the estimate and the cost law)."""
+        if upto < self.v.values.shape[0] and (not tails or self._tails is not None):
+            return
+        need = law_bytes(self.num_states, self.num_stack, upto + 1, tails=tails)
+        g, q = self.num_stack, self.num_states
+        check_bytes(
+            need,
+            what=f"the pushdown count law up to N = {upto} ({q} states, {g} stack symbols; "
+            "memory O(N G Q^2), time O(N^2 G Q^3))",
+        )
+
     def ensure(self, upto: int) -> None:
-        """Compute the coefficients ``V_n`` (and ``P_n``) for every ``n <= upto``."""
+        """Compute the coefficients ``V_n`` (and ``P_n``) for every ``n <= upto``.
+
+        Raises:
+            SizeError: the series would not fit in the memory available.
+        """
+        self.check_size(upto)
         g = self.num_stack
         v0 = self.v.term(0)
         while len(self.v) <= upto:
@@ -297,6 +332,7 @@ class ExcursionSeries:
 
     def ensure_tails(self, upto: int) -> tuple[ScaledSeries, ScaledSeries]:
         """Tails ``Vbar_b`` (and ``Pbar_b``) for every ``b <= upto`` (exact ``V`` as well)."""
+        self.check_size(upto, tails=True)
         vbar, pbar, inverse = self._tail_start()
         self.ensure(upto)
         g = self.num_stack
