@@ -21,7 +21,7 @@ load solve the fixed point by structured Newton, ``O(iterations x G^2 Q^3)`` per
 costs ``O(L^2 G Q^3)`` for the convolutions plus ``O(L x iterations x G^2 Q^3)`` for the
 structured solves, and ``O(L G Q^2)`` memory (refused in one line beyond the memory available).
 
-    OMP_NUM_THREADS=1 PYTHONPATH=$PWD python benchmarks/bench_pushdown_size.py [--states 10 20]
+    OMP_NUM_THREADS=1 PYTHONPATH=$PWD python benchmarks/bench_pushdown_size.py [--states 10 20] [--seed 0]
 """
 
 from __future__ import annotations
@@ -46,11 +46,11 @@ from cfl_lightning.sampling.pushdown_backend import PushdownEventCounts
 K, SYMBOLS, STACK, EVENT = 500, 10, 3, "symbol:a"
 
 
-def phases(q: int, folder: str) -> dict[str, float]:
+def phases(q: int, folder: str, seed: int) -> dict[str, float]:
     """One exact corpus in process, timed by phase (CPU seconds)."""
     clock = time.process_time
     t0 = clock()
-    pda = random_pda(q, SYMBOLS, STACK, seed=0)
+    pda = random_pda(q, SYMBOLS, STACK, seed=seed)
     t1 = clock()
     path = os.path.join(folder, f"pda{q}.json")
     with open(path, "w", encoding="utf-8") as handle:
@@ -86,11 +86,11 @@ def child_cpu(args: list[str]) -> float:
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def commands(q: int, n: int, folder: str) -> tuple[float, float]:
+def commands(q: int, n: int, folder: str, seed: int) -> tuple[float, float]:
     """CPU seconds of the generator command and of the exact ``sample`` command."""
     path = os.path.join(folder, f"cli{q}.json")
     gen = child_cpu(["automaton", "random_pushdown", "--states", str(q), "--symbols",
-                     str(SYMBOLS), "--stack-symbols", str(STACK), "--seed", "0",
+                     str(SYMBOLS), "--stack-symbols", str(STACK), "--seed", str(seed),
                      "--output", path])  # fmt: skip
     sample = child_cpu(["sample", "--automaton", path, "--num-strings", str(K), "--seed", "0",
                         "--intervention", "exact", "--event", EVENT, "--count", str(n),
@@ -101,10 +101,11 @@ def commands(q: int, n: int, folder: str) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--states", type=int, nargs="+", default=[10, 20, 30, 50])
+    parser.add_argument("--seed", type=int, default=0, help="generator seed (default 0)")
     args = parser.parse_args()
     threads = torch.get_num_threads()
     print(f"torch {torch.__version__}, threads {threads}, CPU seconds (process_time / rusage)")
-    print(f"random_pushdown --symbols {SYMBOLS} --stack-symbols {STACK} --seed 0, {EVENT}, "
+    print(f"random_pushdown --symbols {SYMBOLS} --stack-symbols {STACK} --seed {args.seed}, {EVENT}, "
           f"K = {K}, exact N = round(K E[count]) (natural)")  # fmt: skip
     print()
     print("| Q | vars | N | window L | generator s | load s | bound s | law s | tables s "
@@ -112,8 +113,8 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as folder:
         for q in args.states:
-            r = phases(q, folder)
-            gen, sample = commands(q, int(r["n"]), folder)
+            r = phases(q, folder, args.seed)
+            gen, sample = commands(q, int(r["n"]), folder, args.seed)
             print(f"| {q} | {STACK * q * q + q:,} | {r['n']} | {r['window']} | {r['gen']:.2f} "
                   f"| {r['load']:.2f} | {r['bound']:.2f} | {r['law']:.2f} | {r['tables']:.2f} "
                   f"| {r['generate']:.2f} | {r['exact']:.2f} | {gen:.2f} | {sample:.2f} "
