@@ -21,7 +21,8 @@ load solve the fixed point by structured Newton, ``O(iterations x G^2 Q^3)`` per
 costs ``O(L^2 G Q^3)`` for the convolutions plus ``O(L x iterations x G^2 Q^3)`` for the
 structured solves, and ``O(L G Q^2)`` memory (refused in one line beyond the memory available).
 
-    OMP_NUM_THREADS=1 PYTHONPATH=$PWD python benchmarks/bench_pushdown_size.py [--states 10 20] [--seed 0]
+    OMP_NUM_THREADS=1 PYTHONPATH=$PWD python benchmarks/bench_pushdown_size.py \\
+        [--states 10 20] [--seed 0]
 """
 
 from __future__ import annotations
@@ -105,8 +106,8 @@ def main() -> None:
     args = parser.parse_args()
     threads = torch.get_num_threads()
     print(f"torch {torch.__version__}, threads {threads}, CPU seconds (process_time / rusage)")
-    print(f"random_pushdown --symbols {SYMBOLS} --stack-symbols {STACK} --seed {args.seed}, {EVENT}, "
-          f"K = {K}, exact N = round(K E[count]) (natural)")  # fmt: skip
+    print(f"random_pushdown --symbols {SYMBOLS} --stack-symbols {STACK} --seed {args.seed}, "
+          f"{EVENT}, K = {K}, exact N = round(K E[count]) (natural)")  # fmt: skip
     print()
     print("| Q | vars | N | window L | generator s | load s | bound s | law s | tables s "
           "| generate s | exact total s | CLI automaton CPU-s | CLI sample CPU-s | CLI both |")
