@@ -18,6 +18,7 @@ from cfl_lightning.errors import SizeError
 from cfl_lightning.sampling.pushdown_backend import PushdownEventCounts
 from cfl_lightning.sampling.pushdown_sampler import sample_pushdown_corpus
 from cfl_lightning.sampling.pushdown_unconstrained import sample_unconstrained
+from tests.helpers import run_cli
 
 
 @pytest.fixture(scope="module")
@@ -52,3 +53,17 @@ def test_law_beyond_memory_is_refused(paper_size, monkeypatch):
     with pytest.raises(SizeError, match="count law") as info:
         counts.law(5000)
     assert "\n" not in str(info.value)
+
+
+def test_cli_at_paper_size_refuses_a_law_beyond_memory(tmp_path, monkeypatch):
+    path, out = tmp_path / "pda.json", tmp_path / "corpus.jsonl"
+    made = run_cli("automaton", "random_pushdown", "--states", "50", "--symbols", "10",
+                   "--stack-symbols", "3", "--seed", "0", "--output", path)  # fmt: skip
+    assert made.returncode == 0 and path.exists()
+    monkeypatch.setenv("CFL_LIGHTNING_MEMORY_LIMIT", "64M")
+    refused = run_cli("sample", "--automaton", path, "--num-strings", "500", "--seed", "0",
+                      "--intervention", "exact", "--event", "symbol:a", "--count", "5000",
+                      "--output", out)  # fmt: skip
+    assert refused.returncode == 2 and not out.exists()
+    lines = refused.stderr.strip().splitlines()
+    assert len(lines) == 1 and "count law" in lines[0] and "memory" in lines[0]
