@@ -195,21 +195,21 @@ def test_event_names_against_declared_names_match_the_tables_messages():
 def test_a_fixed_point_too_large_for_memory_is_refused_before_it_is_solved(
     tmp_path, built, monkeypatch
 ):
-    monkeypatch.setenv("CFL_LIGHTNING_MEMORY_LIMIT", "64M")
+    monkeypatch.setenv("CFL_LIGHTNING_MEMORY_LIMIT", "16M")
     states = [f"q{i}" for i in range(40)]
     data = {**DEPTH, "states": states, "initial": "q0", "final": {"q0": 0.5}, "transitions": []}
     line = _one_line(_sample(_write(tmp_path, data)), "a.json", "fixed point of 40 states x 4",
-                     "6,440 variables", "more than the 64.0 MB")
+                     "6,440 variables", "more than the 16.0 MB")
     assert line.count("needs ~") == 1 and built == []
     with pytest.raises(SizeError):
         load_automaton(data)
 
 
 def test_the_load_cost_is_the_kinds_own():
-    pda = load_cost(Declared("pushdown", tuple("q" + str(i) for i in range(50)), ("a",), ("X", "Y")))
-    pfsa = load_cost(Declared("pfsa", tuple("q" + str(i) for i in range(50)), ("a",)))
+    pda = load_cost(Declared("pushdown", tuple("q" + str(i) for i in range(20)), ("a",), ("X", "Y")))
+    pfsa = load_cost(Declared("pfsa", tuple("q" + str(i) for i in range(20)), ("a",)))
     assert pda is not None and pfsa is not None
-    assert "5,050 variables" in pda.what and pda.bytes >= 40 * 5050**2
+    assert "820 variables" in pda.what and pda.bytes >= 40 * 820**2  # dense: the Jacobian
     assert pfsa.bytes < pda.bytes / 1000
 
 
@@ -222,3 +222,18 @@ def test_a_slow_fixed_point_is_announced_before_it_starts(tmp_path, monkeypatch,
     assert "fixed point of 1 states x 4 stack symbols (5 variables): ~2 min estimated" in (
         result.stderr
     )
+
+
+def test_the_load_estimate_follows_the_structured_fixed_point():
+    """Above DENSE_MAX variables the pushdown fixed point is solved without a V x V Jacobian:
+    the load estimate must not charge one (a 50-state automaton loads in ~20 MB)."""
+    from cfl_lightning.automata import declared, pushdown_structured
+
+    assert declared._DENSE_MAX == pushdown_structured.DENSE_MAX
+    names = [f"q{i}" for i in range(50)]
+    big = declared.Declared("pushdown", tuple(names), tuple("abcdefghij"), ("X", "Y", "Z"))
+    cost = declared.load_cost(big)
+    assert cost.bytes < 200e6  # the dense Jacobian alone would be 7,550^2 x 8 B = 456 MB
+    small = declared.Declared("pushdown", tuple(names[:20]), ("a", "b"), ("X", "Y", "Z"))
+    v = 3 * 20 * 20 + 20
+    assert declared.load_cost(small).bytes >= 8 * v * v  # dense below: the Jacobian is formed

@@ -38,6 +38,12 @@ __all__ = [
 
 #: CPU seconds per ``V^3`` of the pushdown fixed point and its spectral radius (one thread)
 LOAD_SECONDS_PER_CUBE = 1.2e-9
+# Above pushdown_structured.DENSE_MAX variables the fixed point is solved by structured splitting
+# steps (no V x V Jacobian): measured at 50 states x 3 stack symbols (7,550 variables), ~20 MB and
+# ~0.2 CPU-s beyond the imports; these constants keep the estimate above that (x4 in memory).
+_DENSE_MAX = 1500  # = cfl_lightning.automata.pushdown_structured.DENSE_MAX (a test holds them equal)
+_STRUCTURED_BYTES = 40
+_STRUCTURED_STEPS = 200
 #: bytes per Jacobian entry at the peak: the Jacobian, the Newton system, the eigenvalue copy
 _JACOBIAN_BYTES = 40
 _ARC_BYTES = 200  # per (class, symbol) entry: tensors and the per-arc Python lists
@@ -144,11 +150,13 @@ def _pfsa_cost(declared: Declared) -> LoadCost:
 def _pushdown_cost(declared: Declared) -> LoadCost:
     q, s, g = len(declared.states), len(declared.alphabet), len(declared.stack or ())
     v = g * q * q + q  # the excursion system's variables E[X, p, r] and T[p]
-    return LoadCost(
-        _JACOBIAN_BYTES * v * v + _ARC_BYTES * q * (g + 1) * s,
-        LOAD_SECONDS_PER_CUBE * v**3,
-        f"the fixed point of {q:,} states x {g:,} stack symbols ({v:,} variables)",
-    )
+    what = f"the fixed point of {q:,} states x {g:,} stack symbols ({v:,} variables)"
+    arcs = _ARC_BYTES * q * (g + 1) * s
+    if v > _DENSE_MAX:  # structured solves: [G + 1, G + 1, Q, Q, Q]-sized work, no V x V matrix
+        work = (g + 1) ** 2 * q**3
+        return LoadCost(_STRUCTURED_BYTES * work + arcs,
+                        LOAD_SECONDS_PER_CUBE * _STRUCTURED_STEPS * work, what)
+    return LoadCost(_JACOBIAN_BYTES * v * v + arcs, LOAD_SECONDS_PER_CUBE * v**3, what)
 
 
 #: the load-cost estimate of each automaton kind (a kind without one is not estimated)
