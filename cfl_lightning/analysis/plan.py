@@ -61,6 +61,9 @@ run its non-target control and adds, per measure and architecture, a table of th
 control and ``did`` at each causal count (mean over automata, its interval).
 A plan-level ``level`` (default 0.95) sets every interval's coverage (``analyze --level``
 overrides it: a sensitivity check, the plan's own level being what it pre-registered).
+A plan-level ``repeats: mean`` keeps every training seed's run of a corpus (the best of each
+seed) instead of the best run of the corpus (``repeats: best``, the default), so that the
+per-automaton means average the trainings before any interval over automata.
 A plan-level ``per_run_view: true`` adds, per measure and architecture, the bins as the paper
 plots them (pairs weighted equally, mean +- 1 standard error).
 
@@ -162,6 +165,7 @@ class Plan:
     per_run_view: bool = False
     level: float = LEVEL
     control: str | None = None
+    repeats: str = "best"
 
 
 @dataclass(frozen=True)
@@ -336,6 +340,9 @@ def parse_plan(data: Any, where: str = "plan") -> Plan:
     control = data.get("control")
     if control is not None and control not in CONTROLS:
         raise CflError(f"{where}: control: expected {' or '.join(CONTROLS)}, got {control!r}")
+    repeats = data.get("repeats", "best")
+    if repeats not in ("best", "mean"):
+        raise CflError(f"{where}: repeats: expected best or mean, got {repeats!r}")
     needs = next((c for c in contrasts if c.of != "target"), None)
     if needs is not None and control is None:
         raise CflError(f"{where}: contrast {needs.name}: of: {needs.of} needs the plan's "
@@ -353,6 +360,7 @@ def parse_plan(data: Any, where: str = "plan") -> Plan:
         per_run_view=bool(data.get("per_run_view", False)),
         level=_level(data.get("level", LEVEL), where),
         control=control,
+        repeats=repeats,
     )
 
 
@@ -535,7 +543,7 @@ def evaluate_plan(records: Iterable[RunRecord], plan: Plan) -> PlanResult:
     about = expand_correlational(records, events)
     if plan.control is not None:
         about = with_controls(about, plan.min_visits)
-    best = pool_records(best_of_repeats(about), [plan.target])
+    best = pool_records(best_of_repeats(about, plan.repeats), [plan.target])
     best = split_by_visits(best, plan.min_visits).kept
     if not best:
         raise CflError(f"no runs about the plan's target {plan.target}")

@@ -229,13 +229,16 @@ def build_curves(
     control: bool = False,
     unit: str = "automaton",
     x: str = "count",
+    repeats: str = "best",
 ) -> Curves:
     """The curves of ``targets`` (:func:`resolve_targets`) from the runs read.
 
     With ``control``, each run about a concrete event gets its non-target control
     (:func:`~cfl_lightning.analysis.control.with_controls`) and each row its ``did``. With
     ``unit="seed"`` the runs must be of one automaton and every interval is over training seeds
-    (:func:`~cfl_lightning.analysis.selection.seed_units`).
+    (:func:`~cfl_lightning.analysis.selection.seed_units`). ``repeats``: ``best`` keeps the best
+    repeat of a corpus, ``mean`` one run per training seed, averaged per automaton
+    (:func:`~cfl_lightning.analysis.selection.best_of_repeats`).
 
     Raises:
         CflError: no point to plot (the message says how many runs were left out, and why), or
@@ -246,7 +249,7 @@ def build_curves(
     about_events = expand_correlational(records, events)
     if control:
         about_events = with_controls(about_events, min_visits)
-    best = pool_records(best_of_repeats(about_events), targets)
+    best = pool_records(best_of_repeats(about_events, repeats), targets)
     about = [r for r in best if r.event in targets]
     split = split_by_visits(about, min_visits)
     rows = aggregate(

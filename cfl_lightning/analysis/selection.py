@@ -13,6 +13,7 @@ from cfl_lightning.errors import CflError
 
 __all__ = [
     "best_of_repeats",
+    "REPEATS",
     "for_target",
     "default_targets",
     "expand_correlational",
@@ -29,12 +30,21 @@ __all__ = [
 UNITS = ("automaton", "seed")
 
 
-def best_of_repeats(records: Iterable[RunRecord]) -> list[RunRecord]:
-    """The lowest-``kl_total`` run per (automaton, model, intervention, target, count, size).
+#: how repeats of one corpus (same automaton, model, intervention, target, count and size) are
+#: reduced: ``best`` keeps the lowest ``kl_total``; ``mean`` keeps one run per training seed
+#: (the best of each seed), so that the per-automaton means average the trainings
+REPEATS = ("best", "mean")
+
+
+def best_of_repeats(records: Iterable[RunRecord], repeats: str = "best") -> list[RunRecord]:
+    """The lowest-``kl_total`` run per (automaton, model, intervention, target, count, size), and
+    with ``repeats="mean"`` per training seed too (:data:`REPEATS`).
 
     Runs without a finite ``kl_total`` lose to any run with one; ``repeats`` of the kept record is
     the group size.
     """
+    if repeats not in REPEATS:
+        raise ValueError(f"unknown repeats {repeats!r}; expected one of {REPEATS}")
     groups: dict[tuple, list[RunRecord]] = defaultdict(list)
     for record in records:
         key = (
@@ -44,6 +54,7 @@ def best_of_repeats(records: Iterable[RunRecord]) -> list[RunRecord]:
             record.event,
             record.count,
             record.num_strings,
+            record.seed if repeats == "mean" else None,
         )
         groups[key].append(record)
     best = []

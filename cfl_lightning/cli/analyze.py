@@ -235,6 +235,11 @@ def _add_curve_arguments(parser: ArgumentParser) -> None:
         ),
     )
     parser.add_argument(
+        "--repeats", choices=("best", "mean"), default="best",
+        help="repeats of one corpus: keep the best (lowest kl_total; default), or one run per "
+        "training seed, averaged per automaton before any interval (mean)",
+    )
+    parser.add_argument(
         "--split", choices=("test", "long"), default="test",
         help="the evaluation split whose values are analysed: test (default) or long (the "
         "length split, data.long_min_length; runs without one are skipped and named)",
@@ -405,7 +410,8 @@ def _curves(records: list, targets: list[str], events: list[str], args, plan) ->
 
     edges = args.edges if args.edges is not None or plan is None else list(plan.bins)
     options = dict(bins=args.bins, binning=args.binning, edges=edges, min_visits=args.min_visits,
-                   control=args.control is not None, unit=args.unit, x=args.x)
+                   control=args.control is not None, unit=args.unit, x=args.x,
+                   repeats=args.repeats)
     drawn, tabulated = _readings(args.metric)
     out = {}
     for metric in tabulated:
