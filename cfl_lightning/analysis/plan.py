@@ -97,6 +97,7 @@ from cfl_lightning.analysis.stats import (
     no_gap,
     t_interval,
 )
+from cfl_lightning.analysis.verdicts import EQUIVALENCE_VERDICTS, combine, decide, direction
 from cfl_lightning.errors import CflError
 
 __all__ = [
@@ -117,7 +118,6 @@ __all__ = [
 
 EXPECTATIONS = ("above", "below", "nonzero", "equivalent")
 VERDICTS = ("reproduced", "not reproduced", "not resolved")
-EQUIVALENCE_VERDICTS = {"equivalent": "reproduced", "not equivalent": "not reproduced"}
 VIEWS = ("topology", "per_run")
 CONTRAST_KINDS = ("bin_difference", "count_difference", "gap")
 RULES = ("all", "any")
@@ -368,50 +368,6 @@ def _level(value: Any, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.5 < value < 1:
         raise CflError(f"{where}: level: expected a coverage in (0.5, 1), got {value!r}")
     return float(value)
-
-
-# --------------------------------------------------------------------------- deciding
-
-
-def decide(estimate: Estimate, expect: str) -> str:
-    """The verdict of one contrast under its expectation (module docstring)."""
-    low, high, ref = estimate.low, estimate.high, estimate.reference
-    if not (math.isfinite(low) and math.isfinite(high)):
-        return "not resolved"
-    if expect == "equivalent":
-        assert estimate.inner is not None and estimate.bounds is not None
-        (lo90, hi90), (lo_m, hi_m) = estimate.inner, estimate.bounds
-        if lo_m <= lo90 and hi90 <= hi_m:
-            return "equivalent"
-        return "not equivalent" if low > ref or high < ref else "not resolved"
-    if expect == "nonzero":
-        return "reproduced" if low > ref or high < ref else "not resolved"
-    expected = low > ref if expect == "above" else high < ref
-    opposite = high < ref if expect == "above" else low > ref
-    return "reproduced" if expected else "not reproduced" if opposite else "not resolved"
-
-
-def direction(estimate: Estimate, predicts: str | None) -> str:
-    """A gap's side against a stated prediction: ``with``, ``against``, or ``–`` (no
-    prediction, or the interval holds "no gap")."""
-    low, high, ref = estimate.low, estimate.high, estimate.reference
-    if predicts is None or not (low > ref or high < ref):
-        return "–"
-    above = low > ref
-    return "with" if above == (predicts == "above") else "against"
-
-
-def combine(verdicts: Sequence[str], rule: str = "all") -> str:
-    """A claim's verdict from its contrasts' (module docstring); an equivalence contrast counts
-    as reproduced when equivalent and as not reproduced when not equivalent."""
-    verdicts = [EQUIVALENCE_VERDICTS.get(v, v) for v in verdicts]
-    if rule == "all":
-        if all(v == "reproduced" for v in verdicts):
-            return "reproduced"
-        return "not reproduced" if "not reproduced" in verdicts else "not resolved"
-    if "reproduced" in verdicts:
-        return "reproduced"
-    return "not reproduced" if all(v == "not reproduced" for v in verdicts) else "not resolved"
 
 
 # --------------------------------------------------------------------------- evaluating
