@@ -21,7 +21,7 @@ satisfies the constraint (a baseline; bounded tries).
 Every sampler is written once, against the automaton's sampler backend
 (:func:`~cfl_lightning.sampling.backend.backend_for`): its per-string count law and its
 generation conditioned on a per-string count (``EventCounts``). The PFSA's backend is
-:mod:`~cfl_lightning.sampling.pfsa_backend`.
+:mod:`~cfl_lightning.sampling.pfsa.backend`.
 """
 
 from __future__ import annotations
