@@ -20,11 +20,11 @@ import time
 
 import torch
 
-from cfl_lightning.automata.pushdown_events import parse_event
-from cfl_lightning.automata.pushdown_generators import dyck_pda, random_pda
+from cfl_lightning.automata.pushdown.events import parse_event
+from cfl_lightning.automata.pushdown.generators import dyck_pda, random_pda
 from cfl_lightning.sampling.counts import split_exact
-from cfl_lightning.sampling.pushdown_backend import PushdownEventCounts
-from cfl_lightning.sampling.pushdown_unconstrained import sample_unconstrained
+from cfl_lightning.sampling.pushdown.backend import PushdownEventCounts
+from cfl_lightning.sampling.pushdown.unconstrained import sample_unconstrained
 
 
 def exact_run(pda, event: str, k: int, n: int, seed: int) -> dict[str, float]:

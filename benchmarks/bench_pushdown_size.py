@@ -39,10 +39,10 @@ import time
 import torch
 
 from cfl_lightning.automata.loading import load_automaton
-from cfl_lightning.automata.pushdown_events import parse_event
-from cfl_lightning.automata.pushdown_generators import random_pda
+from cfl_lightning.automata.pushdown.events import parse_event
+from cfl_lightning.automata.pushdown.generators import random_pda
 from cfl_lightning.sampling.counts import split_exact
-from cfl_lightning.sampling.pushdown_backend import PushdownEventCounts
+from cfl_lightning.sampling.pushdown.backend import PushdownEventCounts
 
 K, SYMBOLS, STACK, EVENT = 500, 10, 3, "symbol:a"
 

@@ -118,3 +118,20 @@ if __name__ == "__main__":
     print("functions over 40 lines:", *(f"  {n:4d} {where}" for n, where in rows[:15]), sep="\n")
     sizes = sorted(((module_lines(s), p) for p, s in package_sources().items()), reverse=True)
     print("longest modules:", *(f"  {n:4d} {path}" for n, path in sizes[:10]), sep="\n")
+
+
+def test_a_package_per_automaton_kind():
+    """automata/ and sampling/ keep each automaton kind's modules in a package of its own
+    (automata/pushdown/, sampling/pushdown/, ...): no module named after a kind beside them."""
+    from cfl_lightning.kinds.automata import AUTOMATON_KINDS
+
+    kinds = AUTOMATON_KINDS.names()
+    prefixed = [
+        str(path)
+        for folder in ("automata", "sampling")
+        for path in sorted((REPO / "cfl_lightning" / folder).glob("*.py"))
+        if any(path.stem.startswith(f"{kind}_") for kind in kinds)
+    ]
+    assert prefixed == [], f"modules named after a kind outside its package: {prefixed}"
+    for kind in kinds:
+        assert (REPO / "cfl_lightning" / "automata" / kind / "__init__.py").exists()

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from cfl_lightning.automata import PFSA, parity_starfree_pfsa
-from cfl_lightning.automata.pushdown_generators import anbn_pda, dyck_pda
+from cfl_lightning.automata.pushdown.generators import anbn_pda, dyck_pda
 from cfl_lightning.data import PFADataModule
 from cfl_lightning.data.corpus_file import CorpusFileError, read_corpus, support_problem
 from cfl_lightning.sampling import Corpus, sample_corpus

@@ -206,8 +206,9 @@ def test_a_fixed_point_too_large_for_memory_is_refused_before_it_is_solved(
 
 
 def test_the_load_cost_is_the_kinds_own():
-    pda = load_cost(Declared("pushdown", tuple("q" + str(i) for i in range(20)), ("a",), ("X", "Y")))
-    pfsa = load_cost(Declared("pfsa", tuple("q" + str(i) for i in range(20)), ("a",)))
+    names = tuple(f"q{i}" for i in range(20))
+    pda = load_cost(Declared("pushdown", names, ("a",), ("X", "Y")))
+    pfsa = load_cost(Declared("pfsa", names, ("a",)))
     assert pda is not None and pfsa is not None
     assert "820 variables" in pda.what and pda.bytes >= 40 * 820**2  # dense: the Jacobian
     assert pfsa.bytes < pda.bytes / 1000
@@ -227,7 +228,8 @@ def test_a_slow_fixed_point_is_announced_before_it_starts(tmp_path, monkeypatch,
 def test_the_load_estimate_follows_the_structured_fixed_point():
     """Above DENSE_MAX variables the pushdown fixed point is solved without a V x V Jacobian:
     the load estimate must not charge one (a 50-state automaton loads in ~20 MB)."""
-    from cfl_lightning.automata import declared, pushdown_structured
+    from cfl_lightning.automata import declared
+    from cfl_lightning.automata.pushdown import structured as pushdown_structured
 
     assert declared._DENSE_MAX == pushdown_structured.DENSE_MAX
     names = [f"q{i}" for i in range(50)]

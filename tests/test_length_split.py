@@ -23,7 +23,7 @@ import pytest
 import torch
 
 from cfl_lightning.automata import resampled_parity_starfree_pfsa
-from cfl_lightning.automata.pushdown_generators import anbn_pda, dyck_pda
+from cfl_lightning.automata.pushdown.generators import anbn_pda, dyck_pda
 from cfl_lightning.data import PFADataModule
 from cfl_lightning.errors import CflError
 from cfl_lightning.results import split_view

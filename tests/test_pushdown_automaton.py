@@ -30,10 +30,10 @@ from cfl_lightning.automata import (
     parse_event,
     random_pda,
 )
-from cfl_lightning.automata import pushdown_fixpoint as fp
-from cfl_lightning.automata.pushdown_json import pda_from_dict
+from cfl_lightning.automata.pushdown import fixpoint as fp
+from cfl_lightning.automata.pushdown.json_form import pda_from_dict
 from cfl_lightning.errors import CflError, EventError, PDAError, PFSAError
-from cfl_lightning.sampling.pushdown_unconstrained import sample_unconstrained
+from cfl_lightning.sampling.pushdown.unconstrained import sample_unconstrained
 from tests import pushdown_reference as ref
 from tests.reference import chi_square_pvalue
 

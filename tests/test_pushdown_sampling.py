@@ -16,16 +16,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cfl_lightning.automata.pushdown import PushdownAutomaton
-from cfl_lightning.automata.pushdown_events import parse_event
-from cfl_lightning.automata.pushdown_generators import anbn_pda
+from cfl_lightning.automata.pushdown.events import parse_event
+from cfl_lightning.automata.pushdown.generators import anbn_pda
 from cfl_lightning.errors import InterventionError
 from cfl_lightning.sampling import backend_for, sample_corpus
 from cfl_lightning.sampling.counts import CountLaw, split_exact
-from cfl_lightning.sampling.pushdown_backend import PushdownBackend, PushdownEventCounts
-from cfl_lightning.sampling.pushdown_conditioned import ConditionedWalk, generate_conditioned
-from cfl_lightning.sampling.pushdown_law import ExcursionSeries
-from cfl_lightning.sampling.pushdown_series import ScaledSeries, combine, convolve
-from cfl_lightning.sampling.pushdown_tables import walk_tables
+from cfl_lightning.sampling.pushdown.backend import PushdownBackend, PushdownEventCounts
+from cfl_lightning.sampling.pushdown.conditioned import ConditionedWalk, generate_conditioned
+from cfl_lightning.sampling.pushdown.law import ExcursionSeries
+from cfl_lightning.sampling.pushdown.series import ScaledSeries, combine, convolve
+from cfl_lightning.sampling.pushdown.tables import walk_tables
 from tests import pushdown_reference as ref
 from tests.reference import chi_square_pvalue
 

@@ -12,12 +12,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from cfl_lightning.automata.pushdown_events import parse_event
-from cfl_lightning.automata.pushdown_generators import random_pda
+from cfl_lightning.automata.pushdown.events import parse_event
+from cfl_lightning.automata.pushdown.generators import random_pda
 from cfl_lightning.errors import SizeError
-from cfl_lightning.sampling.pushdown_backend import PushdownEventCounts
+from cfl_lightning.sampling.pushdown.backend import PushdownEventCounts
 from cfl_lightning.sampling import sample_corpus
-from cfl_lightning.sampling.pushdown_unconstrained import sample_unconstrained
+from cfl_lightning.sampling.pushdown.unconstrained import sample_unconstrained
 from tests.helpers import run_cli
 
 

@@ -35,7 +35,7 @@ from cfl_lightning.automata import (
 from cfl_lightning.errors import EventError, PFSAError
 from cfl_lightning.kinds import AUTOMATON_KINDS, AutomatonKind, automaton_kind
 from cfl_lightning.sampling import backend_for, sample_corpus
-from cfl_lightning.sampling.pfsa_backend import PFSABackend
+from cfl_lightning.sampling.pfsa.backend import PFSABackend
 
 PACKAGE = Path(__file__).resolve().parents[1] / "cfl_lightning"
 CORE = ("automata", "sampling", "semiring")

@@ -15,8 +15,8 @@ from cfl_lightning.automata.loading import automaton_kinds, load_automaton, regi
 from cfl_lightning.automata.pfsa import NORMALIZATION_TOLERANCE, PFSA, RESERVED_SYMBOLS, check_names
 from cfl_lightning.automata.protocol import Automaton, class_tables, expected_event_count
 from cfl_lightning.automata.pushdown import KEEP, POP, PushdownAutomaton
-from cfl_lightning.automata.pushdown_events import PushEvent, parse_event
-from cfl_lightning.automata.pushdown_generators import (
+from cfl_lightning.automata.pushdown.events import PushEvent, parse_event
+from cfl_lightning.automata.pushdown.generators import (
     anbn_pda,
     dyck_pda,
     random_pda,

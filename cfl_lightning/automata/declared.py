@@ -38,10 +38,10 @@ __all__ = [
 
 #: CPU seconds per ``V^3`` of the pushdown fixed point and its spectral radius (one thread)
 LOAD_SECONDS_PER_CUBE = 1.2e-9
-# Above pushdown_structured.DENSE_MAX variables the fixed point is solved by structured splitting
+# Above pushdown.structured.DENSE_MAX variables the fixed point is solved by structured splitting
 # steps (no V x V Jacobian): measured at 50 states x 3 stack symbols (7,550 variables), ~20 MB and
 # ~0.2 CPU-s beyond the imports; these constants keep the estimate above that (x4 in memory).
-_DENSE_MAX = 1500  # = cfl_lightning.automata.pushdown_structured.DENSE_MAX (a test holds them equal)
+_DENSE_MAX = 1500  # = automata.pushdown.structured.DENSE_MAX (a test holds them equal)
 _STRUCTURED_BYTES = 40
 _STRUCTURED_STEPS = 200
 #: bytes per Jacobian entry at the peak: the Jacobian, the Newton system, the eigenvalue copy

@@ -1,7 +1,7 @@
 """Structural checks shared by the automaton JSON readers: keys, value types, the missing kind.
 
 Each reader (:meth:`~cfl_lightning.automata.pfsa.PFSA.from_dict`,
-:func:`~cfl_lightning.automata.pushdown_json.pda_from_dict`) names the keys its format has; a
+:func:`~cfl_lightning.automata.pushdown.json_form.pda_from_dict`) names the keys its format has; a
 key outside them is refused in one line naming it and where it is (the top level or which
 transition), with the closest known key (``"pops"``: did you mean ``'pop'``?). A value of the
 wrong JSON type is described in the format's words (``null``, ``a list``), never as Python's

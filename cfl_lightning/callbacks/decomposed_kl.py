@@ -331,7 +331,7 @@ class DecomposedKLCallback(pl.Callback):
 
 
 def _test_values(
-    result: dict[str, Tensor], entries: dict[str, Any], pfsa: Automaton, event: Event | None,
+    result: dict[str, Tensor], entries: dict[str, Any], automaton: Automaton, event: Event | None,
     prefix: str,
 ) -> dict[str, float]:
     """The flat values logged at the end of a test (``prefix``: ``""``, or ``long_test/``)."""
@@ -340,7 +340,7 @@ def _test_values(
         values[prefix + "target_test_visits"] = float(entries["target_test_visits"])
     values[prefix + "kl_total"] = entries["kl_total"]
     values.update(
-        (prefix + k, float(v)) for k, v in kl_log_dict(result, pfsa).items() if k != "kl/total"
+        (prefix + k, float(v)) for k, v in kl_log_dict(result, automaton).items() if k != "kl/total"
     )
     if entries["kl_target"] is not None:
         values[prefix + "kl_target"] = entries["kl_target"]

@@ -86,9 +86,9 @@ class TokenizedCorpus:
 
 
 def state_walk(
-    pfsa: Automaton, tokens: Tensor, offsets: Tensor, device: torch.device | str | None = None
+    automaton: Automaton, tokens: Tensor, offsets: Tensor, device: torch.device | str | None = None
 ) -> Tensor:
-    """The class (a PFSA's state) of every position of a flat corpus: ``pfsa.annotate``.
+    """The class (a PFSA's state) of every position of a flat corpus: ``automaton.annotate``.
 
     Kept under its old name; see :meth:`~cfl_lightning.automata.Automaton.annotate`.
 
@@ -99,12 +99,12 @@ def state_walk(
     Raises:
         CflError: a symbol id is out of range or a string leaves the automaton's support.
     """
-    return pfsa.annotate(tokens, offsets, device)
+    return automaton.annotate(tokens, offsets, device)
 
 
 def tensorize(
     corpus: Corpus,
-    pfsa: Automaton,
+    automaton: Automaton,
     event_function: Tensor | None = None,
     device: torch.device | str | None = None,
 ) -> TokenizedCorpus:
@@ -115,7 +115,7 @@ def tensorize(
 
     Args:
         corpus: the sampled strings.
-        pfsa: the automaton they were sampled from (any kind).
+        automaton: the automaton they were sampled from (any kind).
         event_function: optional ``[C, S]`` event table (``automaton.event_table``); per-string
             counts are recomputed from the annotation (independently of the sampler's own
             bookkeeping).
@@ -127,16 +127,16 @@ def tensorize(
     lengths = offsets[1:] - offsets[:-1]
     owner = torch.repeat_interleave(torch.arange(num, device=device), lengths, output_size=total)
     at = torch.arange(total, device=device) + owner  # framed position of each token's input slot
-    ids = TokenIds(pfsa.num_symbols)
+    ids = TokenIds(automaton.num_symbols)
     inputs = torch.full((total + num,), ids.bos, dtype=torch.long, device=device)
     inputs[at + 1] = tokens  # BOS stays at each string's first position
     targets = torch.full((total + num,), ids.eos, dtype=torch.long, device=device)
     targets[at] = tokens  # EOS stays at each string's last position
-    states = pfsa.annotate(tokens, offsets, device)
+    states = automaton.annotate(tokens, offsets, device)
     counts = None
     if event_function is not None:
         hits = event_function.to(device).long().reshape(-1).take(
-            states[at] * pfsa.num_symbols + tokens
+            states[at] * automaton.num_symbols + tokens
         )
         counts = torch.zeros(num, dtype=torch.long, device=device).index_add_(0, owner, hits)
         counts = counts.cpu()

@@ -62,17 +62,17 @@ def resolve_cache_dir(cache_dir: str | os.PathLike | None) -> Path | None:
     return Path(value).expanduser()
 
 
-def automaton_json(pfsa: Automaton) -> str:
+def automaton_json(automaton: Automaton) -> str:
     """Canonical JSON of an automaton (sorted keys, compact): the basis of ids and cache keys."""
-    return json.dumps(pfsa.to_dict(), sort_keys=True, separators=(",", ":"))
+    return json.dumps(automaton.to_dict(), sort_keys=True, separators=(",", ":"))
 
 
-def corpus_key(pfsa: Automaton, **arguments: object) -> str:
+def corpus_key(automaton: Automaton, **arguments: object) -> str:
     """sha256 (hex) identifying a corpus: the automaton plus every sampling argument."""
     record = {
         "format": FORMAT_VERSION,
         "version": __version__,
-        "automaton": automaton_json(pfsa),
+        "automaton": automaton_json(automaton),
         "arguments": arguments,
     }
     text = json.dumps(record, sort_keys=True, separators=(",", ":"))

@@ -20,35 +20,35 @@ from cfl_lightning.data.batching import TokenizedCorpus
 __all__ = ["occurrences", "expected_occurrences"]
 
 
-def occurrences(pfsa: Automaton, tok: TokenizedCorpus) -> dict[str, dict[str, int]]:
+def occurrences(automaton: Automaton, tok: TokenizedCorpus) -> dict[str, dict[str, int]]:
     """Realized occurrences of every event in a tokenized corpus.
 
     Args:
-        pfsa: the automaton the corpus was sampled from (any kind).
+        automaton: the automaton the corpus was sampled from (any kind).
         tok: its per-position arrays (``targets`` and ``states``, ``[sum of n + 1]``).
 
     Returns:
         ``{"count": {spec: n}, "strings": {spec: m}}`` over every built-in event of the
         automaton, in its order: total occurrences, and strings with at least one.
     """
-    s = pfsa.num_symbols
+    s = automaton.num_symbols
     moves = tok.targets < s  # positions that emit a symbol (not EOS)
     string_of = torch.repeat_interleave(torch.arange(len(tok)), tok.positions)[moves]
     pairs = tok.states[moves] * s + tok.targets[moves]  # (class, symbol) of every emission
-    width = len(pfsa.class_names) * s
+    width = len(automaton.class_names) * s
     totals = torch.bincount(pairs, minlength=width)  # [C * S] emissions per pair
     held = torch.unique(string_of * width + pairs)  # (string, pair) with at least one emission
     held_string, held_pair = held // width, held % width
     count: dict[str, int] = {}
     strings: dict[str, int] = {}
-    for spec in pfsa.expected_occurrences():
-        table = pfsa.event_table(Event.parse(spec)).cpu().reshape(-1)
+    for spec in automaton.expected_occurrences():
+        table = automaton.event_table(Event.parse(spec)).cpu().reshape(-1)
         count[spec] = int((totals * table).sum())
         hit = table.take(held_pair) > 0
         strings[spec] = int(torch.unique(held_string[hit]).numel())
     return {"count": count, "strings": strings}
 
 
-def expected_occurrences(pfsa: Automaton, num_strings: int) -> dict[str, float]:
+def expected_occurrences(automaton: Automaton, num_strings: int) -> dict[str, float]:
     """``num_strings`` x expected occurrences per unconstrained string, for every event."""
-    return {spec: num_strings * v for spec, v in pfsa.expected_occurrences().items()}
+    return {spec: num_strings * v for spec, v in automaton.expected_occurrences().items()}

@@ -79,11 +79,11 @@ class SplitPlan:
             **length,
         }
 
-    def draw(self, pfsa: Automaton, device: torch.device, stake: Optional[torch.Tensor]) -> Corpus:
+    def draw(self, automaton: Automaton, device: torch.device, stake: Optional[torch.Tensor]) -> Corpus:
         """Sample the split's corpus on ``device`` (returned on the CPU).
 
         Args:
-            pfsa: the automaton.
+            automaton: the automaton.
             device: the resolved sampling device.
             stake: ``[C]`` bool at-stake classes (needed only with ``reach``).
         """
@@ -91,19 +91,19 @@ class SplitPlan:
             return Corpus(torch.zeros(0, dtype=torch.long), torch.zeros(1, dtype=torch.long))
         if self.reach is not None:
             assert stake is not None
-            return sample_targeted(pfsa, self.num_strings, self.seed, stake, device)
+            return sample_targeted(automaton, self.num_strings, self.seed, stake, device)
         if self.min_length is not None:
             return sample_min_length(
-                pfsa, self.num_strings, self.min_length, self.seed, device=device,
+                automaton, self.num_strings, self.min_length, self.seed, device=device,
                 what=f"data.long_min_length {self.min_length}",
             )
         if self.tokens is not None:
             spec = self.intervention
             return sample_token_matched(
-                pfsa, self.tokens, seed=self.seed, intervention=spec.kind, event=spec.event,
+                automaton, self.tokens, seed=self.seed, intervention=spec.kind, event=spec.event,
                 count=spec.count, device=device,
             ).corpus
         request = SamplingRequest(
             self.num_strings, self.seed, self.intervention, SAMPLING_METHOD, device
         )
-        return draw(pfsa, request)
+        return draw(automaton, request)

@@ -29,12 +29,12 @@ __all__ = ["at_stake", "sample_targeted", "mix", "test_weights", "WithWeights"]
 
 
 def at_stake(
-    pfsa: Automaton, event: Optional[Event], test_target_strings: int
+    automaton: Automaton, event: Optional[Event], test_target_strings: int
 ) -> tuple[Optional[Tensor], Optional[float]]:
     """The event's at-stake states, and ``P(reach)`` when targeted strings are asked for.
 
     Args:
-        pfsa: the automaton.
+        automaton: the automaton.
         event: the data module's event (None without one).
         test_target_strings: the number of targeted strings asked for.
 
@@ -46,28 +46,28 @@ def at_stake(
         CflError: targeted strings without an event, or an event whose at-stake states no
             string reaches.
     """
-    stake = None if event is None else stake_states(pfsa, event)
+    stake = None if event is None else stake_states(automaton, event)
     if not test_target_strings:
         return stake, None
     if stake is None:
         raise CflError("test_target_strings needs an event (data.event)")
-    probability = reach_probability(pfsa, stake)
+    probability = reach_probability(automaton, stake)
     if probability <= 0:
         raise CflError(f"no string of the automaton reaches a state where {event} is at stake")
     return stake, probability
 
 
 def sample_targeted(
-    pfsa: Automaton, num_strings: int, seed: int, stake: Tensor, device: torch.device
+    automaton: Automaton, num_strings: int, seed: int, stake: Tensor, device: torch.device
 ) -> Corpus:
     """``num_strings`` strings conditioned on reaching an at-stake state, sampled on ``device``.
 
     Returns:
         the corpus on the CPU (no event counts).
     """
-    automaton = pfsa.to(device)
-    gen = torch.Generator(device=automaton.device).manual_seed(seed)
-    return sample_visiting(automaton, num_strings, gen, stake).to("cpu")
+    on_device = automaton.to(device)
+    gen = torch.Generator(device=on_device.device).manual_seed(seed)
+    return sample_visiting(on_device, num_strings, gen, stake).to("cpu")
 
 
 def mix(plain: Corpus, target: Corpus) -> Corpus:

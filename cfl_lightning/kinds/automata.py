@@ -149,7 +149,7 @@ for _kind in (
         "pfsa",
         "probabilistic finite-state automaton; position classes are its states",
         loader=f"{_AUTOMATA}.pfsa:PFSA.from_dict",
-        backend=f"{_SAMPLING}.pfsa_backend:PFSABackend",
+        backend=f"{_SAMPLING}.pfsa.backend:PFSABackend",
         estimate=f"{_SAMPLING}.estimates:pfsa_estimate",
         events={
             name: f"{_AUTOMATA}.events:{name}_table" for name in ("state", "symbol", "transition")
@@ -159,10 +159,10 @@ for _kind in (
         "pushdown",
         "real-time deterministic probabilistic pushdown automaton; classes are (state, top)",
         loader=f"{_AUTOMATA}.pushdown:PushdownAutomaton.from_dict",
-        backend=f"{_SAMPLING}.pushdown_backend:PushdownBackend",
+        backend=f"{_SAMPLING}.pushdown.backend:PushdownBackend",
         estimate=f"{_SAMPLING}.estimates:pushdown_estimate",
         events={
-            name: f"{_AUTOMATA}.pushdown_events:{name}_table"
+            name: f"{_AUTOMATA}.pushdown.events:{name}_table"
             for name in ("state", "symbol", "transition")
         },
     ),

@@ -201,7 +201,7 @@ for _kind in (
         "push",
         ("stack",),
         "every step that pushes stack symbol X: one more level of nesting (pushdown automata)",
-        tables={"pushdown": "cfl_lightning.automata.pushdown_events:push_table"},
+        tables={"pushdown": "cfl_lightning.automata.pushdown.events:push_table"},
         weight="p_π(push X)",
         signed=True,
         title=lambda rest: f"push {rest}",

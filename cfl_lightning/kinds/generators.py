@@ -132,7 +132,7 @@ def register_generator(entry: Generator, *, replace: bool = False) -> None:
 
 
 _GEN = "cfl_lightning.automata.generators"
-_PDA = "cfl_lightning.automata.pushdown_generators"
+_PDA = "cfl_lightning.automata.pushdown.generators"
 _WEIGHT_SEED = "seed of the Dirichlet weights"
 for _entry in (
     Generator(

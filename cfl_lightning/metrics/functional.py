@@ -170,12 +170,12 @@ def _decomposed_kl_compute(
 
 
 def decomposed_kl(
-    pfsa: Automaton, log_probs: Tensor, states: Tensor, mask: Tensor, weights: Tensor | None = None
+    automaton: Automaton, log_probs: Tensor, states: Tensor, mask: Tensor, weights: Tensor | None = None
 ) -> dict[str, Tensor]:
-    """Decomposed ``KL(p_A || p_theta)`` of one batch of strings drawn from ``pfsa``.
+    """Decomposed ``KL(p_A || p_theta)`` of one batch of strings drawn from ``automaton``.
 
     Args:
-        pfsa: the automaton ``A`` the strings were drawn from.
+        automaton: the automaton ``A`` the strings were drawn from.
         log_probs: ``[B, T, |S|+1]`` model next-symbol log-probabilities (EOS last).
         states: ``[B, T]`` automaton state after each prefix (position 0: initial state).
         mask: ``[B, T]`` bool, True on real positions.
@@ -192,6 +192,6 @@ def decomposed_kl(
         >>> float(out["total"])
         0.0
     """
-    probs, visits = class_tables(pfsa)
+    probs, visits = class_tables(automaton)
     stats = _decomposed_kl_update(log_probs, states, mask, probs, weights)
     return _decomposed_kl_compute(*stats, probs, visits)

@@ -23,29 +23,29 @@ __all__ = ["EOS_NAME", "kl_log_dict", "kl_nested_dict", "kl_target_names", "targ
 EOS_NAME = "EOS"
 
 
-def _symbol_name(pfsa: Automaton, s: int) -> str:
-    return EOS_NAME if s == pfsa.eos else pfsa.alphabet[s]
+def _symbol_name(automaton: Automaton, s: int) -> str:
+    return EOS_NAME if s == automaton.eos else automaton.alphabet[s]
 
 
-def _transitions(pfsa: Automaton) -> list[tuple[int, int, str]]:
+def _transitions(automaton: Automaton) -> list[tuple[int, int, str]]:
     """``(c, s, "CLASS:SYM")`` for every transition of the automaton, EOS included."""
-    exists = pfsa.class_transitions().cpu().tolist()
+    exists = automaton.class_transitions().cpu().tolist()
     return [
-        (c, s, f"{name}:{_symbol_name(pfsa, s)}")
-        for c, name in enumerate(pfsa.class_names)
-        for s in range(pfsa.num_symbols + 1)
+        (c, s, f"{name}:{_symbol_name(automaton, s)}")
+        for c, name in enumerate(automaton.class_names)
+        for s in range(automaton.num_symbols + 1)
         if exists[c][s]
     ]
 
 
 def kl_nested_dict(
-    result: Mapping[str, Tensor], pfsa: Automaton, *, unweighted: bool = False
+    result: Mapping[str, Tensor], automaton: Automaton, *, unweighted: bool = False
 ) -> dict[str, dict[str, float | None]]:
     """``{"state": {name: v}, "symbol": {name|EOS: v}, "transition": {"SRC:SYM": v}}``.
 
     Args:
         result: the dict of :meth:`DecomposedKL.compute` / :func:`decomposed_kl`.
-        pfsa: the automaton the result refers to (for names).
+        automaton: the automaton the result refers to (for names).
         unweighted: take the ``*_unweighted`` parts.
 
     Returns:
@@ -61,20 +61,20 @@ def kl_nested_dict(
         return None if math.isnan(v) else float(v)
 
     return {
-        "state": {name: clean(state[q]) for q, name in enumerate(pfsa.class_names)},
-        "symbol": {_symbol_name(pfsa, s): clean(v) for s, v in enumerate(symbol)},
-        "transition": {key: clean(trans[q][s]) for q, s, key in _transitions(pfsa)},
+        "state": {name: clean(state[q]) for q, name in enumerate(automaton.class_names)},
+        "symbol": {_symbol_name(automaton, s): clean(v) for s, v in enumerate(symbol)},
+        "transition": {key: clean(trans[q][s]) for q, s, key in _transitions(automaton)},
     }
 
 
 def kl_log_dict(
-    result: Mapping[str, Tensor], pfsa: Automaton, prefix: str = "kl", *, skip_nan: bool = True
+    result: Mapping[str, Tensor], automaton: Automaton, prefix: str = "kl", *, skip_nan: bool = True
 ) -> dict[str, float]:
     """Flat ``{name: float}`` dict for ``LightningModule.log_dict`` / W&B.
 
     Args:
         result: the dict of :meth:`DecomposedKL.compute` / :func:`decomposed_kl`.
-        pfsa: the automaton the result refers to (for names).
+        automaton: the automaton the result refers to (for names).
         prefix: weighted entries go under ``<prefix>/``, unweighted under ``<prefix>_unweighted/``.
         skip_nan: leave out NaN entries (undefined unweighted parts: unvisited states,
             zero-probability transitions); with False they are kept as ``nan``.
@@ -84,7 +84,7 @@ def kl_log_dict(
     """
     out = {f"{prefix}/total": float(result["total"])}
     for unweighted, head in ((False, prefix), (True, f"{prefix}_unweighted")):
-        nested = kl_nested_dict(result, pfsa, unweighted=unweighted)
+        nested = kl_nested_dict(result, automaton, unweighted=unweighted)
         for part, values in nested.items():
             for name, value in values.items():
                 if value is None and skip_nan:
@@ -93,7 +93,7 @@ def kl_log_dict(
     return out
 
 
-def kl_target_names(event: str | Event, pfsa: Automaton, prefix: str = "kl") -> tuple[str, str]:
+def kl_target_names(event: str | Event, automaton: Automaton, prefix: str = "kl") -> tuple[str, str]:
     """The :func:`kl_log_dict` keys of an event's weighted and unweighted contributions.
 
     Example:
@@ -105,31 +105,31 @@ def kl_target_names(event: str | Event, pfsa: Automaton, prefix: str = "kl") -> 
         EventError: an unknown name, or an event spread over several entries (e.g. a pushdown
             automaton's ``state:NAME`` over its classes ``NAME/TOP``): it has no single key.
     """
-    kind, places = _locate(event, pfsa)
+    kind, places = _locate(event, automaton)
     if len(places) != 1:
         raise EventError(f"event {event} spans {len(places)} {kind} entries: it has no single key")
     q, s = places[0]
     name = {
-        "state": lambda: pfsa.class_names[q],
-        "symbol": lambda: _symbol_name(pfsa, s),
-        "transition": lambda: f"{pfsa.class_names[q]}:{_symbol_name(pfsa, s)}",
+        "state": lambda: automaton.class_names[q],
+        "symbol": lambda: _symbol_name(automaton, s),
+        "transition": lambda: f"{automaton.class_names[q]}:{_symbol_name(automaton, s)}",
     }[kind]()
     return f"{prefix}/{kind}/{name}", f"{prefix}_unweighted/{kind}/{name}"
 
 
-def _locate(event: str | Event, pfsa: Automaton) -> tuple[str, list[tuple[int, int]]]:
+def _locate(event: str | Event, automaton: Automaton) -> tuple[str, list[tuple[int, int]]]:
     """The event's part of the decomposition and its ``(class, symbol)`` places (-1: none)."""
     event = Event.parse(event) if isinstance(event, str) else event
-    kind, indices = pfsa.event_location(event)  # raises EventError on unknown names
+    kind, indices = automaton.event_location(event)  # raises EventError on unknown names
     if kind == "state":
         return kind, [(c, -1) for c in indices]
     if kind == "symbol":
         return kind, [(-1, s) for s in indices]
-    return kind, [divmod(i, pfsa.num_symbols + 1) for i in indices]
+    return kind, [divmod(i, automaton.num_symbols + 1) for i in indices]
 
 
 def target_values(
-    result: Mapping[str, Tensor], event_spec: str | Event, pfsa: Automaton
+    result: Mapping[str, Tensor], event_spec: str | Event, automaton: Automaton
 ) -> tuple[float, float]:
     """The intervened event's contribution: ``(weighted, unweighted)``.
 
@@ -144,7 +144,7 @@ def target_values(
         result: the dict of :meth:`DecomposedKL.compute` / :func:`decomposed_kl`.
         event_spec: ``"state:NAME"``, ``"symbol:SYM"``, ``"transition:SOURCE:SYM"`` or an
             :class:`~cfl_lightning.automata.Event`.
-        pfsa: the automaton the result refers to.
+        automaton: the automaton the result refers to.
 
     Returns:
         two Python floats; the unweighted one may be NaN (undefined, see :class:`DecomposedKL`).
@@ -152,12 +152,12 @@ def target_values(
     Raises:
         EventError: the event is malformed or names an unknown state or symbol.
     """
-    kind, places = _locate(event_spec, pfsa)
+    kind, places = _locate(event_spec, automaton)
     index = [(q,) if kind == "state" else (s,) if kind == "symbol" else (q, s) for q, s in places]
     if len(index) == 1:
         return float(result[kind][index[0]]), float(result[f"{kind}_unweighted"][index[0]])
     weighted = sum(float(result[kind][i]) for i in index)
-    probs, visits = class_tables(pfsa)
+    probs, visits = class_tables(automaton)
     weights = visits if kind == "state" else visits[:, None] * probs
     mass = total = 0.0
     for i in index:

@@ -118,7 +118,7 @@ class MemoryEstimate:
 
 
 def estimate_sampling(
-    pfsa: Automaton,
+    automaton: Automaton,
     num_strings: int,
     *,
     intervention: str = "none",
@@ -130,7 +130,7 @@ def estimate_sampling(
     """Estimate the peak memory of :func:`~cfl_lightning.sampling.sample_corpus` (and more).
 
     Args:
-        pfsa: the automaton.
+        automaton: the automaton.
         num_strings: ``K``.
         intervention: a registered intervention kind (``none``, ``exact``, ...); its
             ``memory`` hook estimates its corpus and bins.
@@ -144,19 +144,19 @@ def estimate_sampling(
         A :class:`MemoryEstimate`; nothing is allocated.
     """
     k = int(num_strings)
-    classes = len(pfsa.class_names)  # a PFSA's states; the bins hold one column per class
+    classes = len(automaton.class_names)  # a PFSA's states; the bins hold one column per class
     check_bytes(
-        automaton_bytes(classes, pfsa.num_symbols),
+        automaton_bytes(classes, automaton.num_symbols),
         what=f"solving an automaton with {classes:,} "
-        + ("states" if pfsa.class_label == "state" else "position classes"),
+        + ("states" if automaton.class_label == "state" else "position classes"),
     )
-    length = pfsa.expected_length()
+    length = automaton.expected_length()
     tokens, bins = k * length, 0
     hook = intervention_kind(intervention).memory
     if hook is not None and event is not None:  # the kind's own estimate (registry entry)
         def per_string() -> float:  # parsed and solved only when the hook needs it
             ev = Event.parse(event) if isinstance(event, str) else event
-            return expected_event_count(pfsa, ev)
+            return expected_event_count(automaton, ev)
 
         tokens, bins = hook(k, count, classes, per_string, length)
     per_token = SAMPLE_PER_TOKEN + (WRITE_PER_TOKEN if write else 0) + extra_bytes_per_token
@@ -229,7 +229,7 @@ def check_memory(
 
 
 def check_sampling_memory(
-    pfsa: Automaton,
+    automaton: Automaton,
     num_strings: int,
     *,
     intervention: str = "none",
@@ -251,14 +251,14 @@ def check_sampling_memory(
         LongStringWarning: the expected string length exceeds ``LONG_STRING_WARNING`` symbols.
     """
     estimate = estimate_sampling(
-        pfsa, num_strings, intervention=intervention, event=event, count=count, write=write,
+        automaton, num_strings, intervention=intervention, event=event, count=count, write=write,
         extra_bytes_per_token=extra_bytes_per_token,
     )
     return _refuse_or_warn(estimate, device, what)
 
 
 def check_corpora_memory(
-    pfsa: Automaton,
+    automaton: Automaton,
     corpora: Sequence[tuple[int, Intervention]],
     *,
     device: str | torch.device = "cpu",
@@ -278,7 +278,7 @@ def check_corpora_memory(
     and :func:`check_memory` refuses what does not fit.
 
     Args:
-        pfsa: the automaton.
+        automaton: the automaton.
         corpora: ``(num_strings, intervention)`` of each corpus; empty ones (``0``) are skipped.
         device: where the sampling runs.
         write: include writing the corpus as JSON Lines (the ``sample`` command).
@@ -305,10 +305,10 @@ def check_corpora_memory(
         if not k:
             continue
         memory = estimate_sampling(
-            pfsa, k, intervention=spec.kind, event=spec.event, count=spec.count, write=write,
+            automaton, k, intervention=spec.kind, event=spec.event, count=spec.count, write=write,
             extra_bytes_per_token=extra_bytes_per_token,
         )
-        cost = estimate_request(pfsa, CorpusRequest(k, spec, method))
+        cost = estimate_request(automaton, CorpusRequest(k, spec, method))
         bins = int(min(memory.bins_bytes + cost.extra_bytes, 2**62))
         parts.append(replace(memory, bins_bytes=bins, seconds=cost.seconds))
         costs.append((cost, k, spec))

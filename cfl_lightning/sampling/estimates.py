@@ -58,7 +58,7 @@ TIME_LIMIT_ENV = "CFL_LIGHTNING_TIME_LIMIT"
 DEFAULT_TIME_LIMIT = 60.0  # seconds: below this nothing is refused for its time
 FAR = 100.0  # times the same strings without the intervention: "far beyond its size"
 FAR_BYTES = 1 << 30  # memory below this is never "far beyond" (it fits or check_memory says)
-TABLE_MAX = 1 << 22  # the pushdown walk's tabulated excursion rows (pushdown_conditioned)
+TABLE_MAX = 1 << 22  # the pushdown walk's tabulated excursion rows (sampling.pushdown.conditioned)
 
 # Cost constants (CPU seconds), from benchmarks/bench_estimates.py on the project's CPU machine.
 PFSA_STEP, PFSA_TOKEN, PFSA_BIN = 1.2e-4, 2.0e-7, 2.0e-8

@@ -150,15 +150,15 @@ class Intervention:
         """``"occurrences"`` or ``"strings"``: what :attr:`count` and :meth:`realized` count."""
         return self.spec.unit
 
-    def validate(self, pfsa: Automaton, num_strings: int) -> Tensor | None:
+    def validate(self, automaton: Automaton, num_strings: int) -> Tensor | None:
         """Check the target against an automaton and a corpus of ``num_strings`` strings.
 
         Args:
-            pfsa: the automaton (any kind with a sampler backend).
+            automaton: the automaton (any kind with a sampler backend).
             num_strings: ``K``.
 
         Returns:
-            the ``[C, |S|]`` int64 event table on ``pfsa``'s device, or None without event.
+            the ``[C, |S|]`` int64 event table on ``automaton``'s device, or None without event.
 
         Raises:
             InterventionError: a bad ``num_strings``; an at-least-once count above ``K``; an event
@@ -171,14 +171,14 @@ class Intervention:
         ):
             raise InterventionError(f"num_strings must be a positive integer, got {num_strings!r}")
         k = int(num_strings)
-        function = None if self.event is None else pfsa.event_table(self.event)  # checks names
+        function = None if self.event is None else automaton.event_table(self.event)  # checks names
         if not self.constrained:
             return function
         assert function is not None and self.count is not None
         n = self.count
         if self.unit == "strings":
             self.spec.check_count(n, k, None, str(self.event))
-        bound = backend_for(pfsa).event_counts(self.event).max_per_string()  # None: unbounded
+        bound = backend_for(automaton).event_counts(self.event).max_per_string()  # None: unbounded
         if bound == 0 and n > 0:
             raise InterventionError(
                 f"event {self.event} cannot occur in this automaton (no transition of positive "

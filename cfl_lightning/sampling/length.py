@@ -13,7 +13,7 @@ anything is drawn; a split whose expected number of draws, ``K / P(|y| >= L)``, 
   vector-matrix products in float64, no cancellation;
 * a pushdown automaton: ``1 - sum_{n < L} P(|y| = n)``, the length law being the count law of
   the event "every symbol" in the binning semiring over excursions
-  (:class:`~cfl_lightning.sampling.pushdown_law.ExcursionSeries`, exact);
+  (:class:`~cfl_lightning.sampling.pushdown.law.ExcursionSeries`, exact);
 * any other kind with a sampler backend: a seeded pilot of :data:`PILOT_STRINGS` strings (an
   estimate; it only sizes the rounds and the refusal, the draw stays exact).
 """
@@ -62,7 +62,7 @@ def _pfsa_tail(pfsa, min_length: int) -> float:
 
 def _pushdown_tail(pda, min_length: int) -> float:
     """``1 - sum_{n < L} P(|y| = n)`` from the length law (module docstring)."""
-    from cfl_lightning.sampling.pushdown_law import ExcursionSeries
+    from cfl_lightning.sampling.pushdown.law import ExcursionSeries
 
     if min_length == 0:
         return 1.0

@@ -21,7 +21,7 @@ satisfies the constraint (a baseline; bounded tries).
 Every sampler is written once, against the automaton's sampler backend
 (:func:`~cfl_lightning.sampling.backend.backend_for`): its per-string count law and its
 generation conditioned on a per-string count (``EventCounts``). The PFSA's backend is
-:mod:`~cfl_lightning.sampling.pfsa_backend`.
+:mod:`~cfl_lightning.sampling.pfsa.backend`.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ _REJECTION_TOKENS = 2_000_000  # strings drawn per rejection batch ~ this many t
 
 
 def sample_corpus(
-    pfsa: Automaton,
+    automaton: Automaton,
     num_strings: int,
     *,
     seed: int,
@@ -63,7 +63,7 @@ def sample_corpus(
     builds the :class:`~cfl_lightning.sampling.Intervention`) and :func:`draw` samples.
 
     Args:
-        pfsa: the automaton (any kind with a sampler backend: a PFSA, a pushdown automaton).
+        automaton: the automaton (any kind with a sampler backend: a PFSA, a pushdown automaton).
         num_strings: ``K``.
         seed: seed of every random draw (same seed and device, same corpus).
         intervention: ``none``, ``exact``, ``at_least`` or ``at_least_once``.
@@ -84,19 +84,19 @@ def sample_corpus(
         SizeError: the request would not fit in memory (see :mod:`~cfl_lightning.sampling.budget`).
     """
     request = check_request(
-        pfsa, num_strings, seed=seed, intervention=intervention, event=event, count=count,
+        automaton, num_strings, seed=seed, intervention=intervention, event=event, count=count,
         method=method, device=device, max_tries=max_tries,
     )
-    return draw(pfsa, request, progress=progress)
+    return draw(automaton, request, progress=progress)
 
 
-def draw(pfsa: Automaton, request: SamplingRequest, *, progress: bool = False) -> Corpus:
+def draw(automaton: Automaton, request: SamplingRequest, *, progress: bool = False) -> Corpus:
     """Sample the corpus of a checked request (the internal entry: nothing is parsed again).
 
     Args:
-        pfsa: the automaton (moved to ``request.device``), of any kind with a sampler backend.
+        automaton: the automaton (moved to ``request.device``), of any kind with a sampler backend.
         request: a :class:`~cfl_lightning.sampling.request.SamplingRequest` whose intervention
-            was validated against ``pfsa`` and ``request.num_strings``.
+            was validated against ``automaton`` and ``request.num_strings``.
         progress: draw a progress bar on stderr (only when it is a terminal).
 
     Returns:
@@ -107,11 +107,11 @@ def draw(pfsa: Automaton, request: SamplingRequest, *, progress: bool = False) -
         InterventionError: an at-least-once target that no corpus meets.
     """
     spec, k, dev = request.intervention, request.num_strings, request.device
-    backend = backend_for(pfsa.to(dev))
+    backend = backend_for(automaton.to(dev))
     bar = Progress(k, "sampling", enabled=None if progress else False)
     paths_gen = torch.Generator(device=dev).manual_seed(request.seed)
     if spec.constrained and request.method == "rejection":
-        length = pfsa.expected_length()
+        length = automaton.expected_length()
         corpus = _rejection(backend, length, k, spec, paths_gen, request.max_tries)
     else:
         sampler = spec.spec.sampler

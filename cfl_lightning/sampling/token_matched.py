@@ -178,7 +178,7 @@ class _Budget:
 
 
 def draw_in_window(
-    pfsa: Automaton,
+    automaton: Automaton,
     num_strings: int,
     intervention: Intervention,
     window: tuple[int, int],
@@ -192,7 +192,7 @@ def draw_in_window(
     as the automaton's ``K`` i.i.d. strings conditioned on the intervention and on the total.
 
     Args:
-        pfsa: the automaton (on the generator's device), any kind with a sampler backend.
+        automaton: the automaton (on the generator's device), any kind with a sampler backend.
         num_strings: ``K``.
         intervention: an ``exact`` or ``at_least`` intervention, validated for ``K``.
         window: the accepted totals ``(lo, hi)``, symbols without EOS.
@@ -206,7 +206,7 @@ def draw_in_window(
         RejectionExhaustedError: no corpus within the bounds (the message gives the totals).
     """
     assert intervention.event is not None and intervention.count is not None
-    counts = backend_for(pfsa).event_counts(intervention.event)
+    counts = backend_for(automaton).event_counts(intervention.event)
     budget = _Budget(window[1], max_tries)
     expected = (window[0] + window[1]) / 2
     while draws := budget.batch(expected):
@@ -334,7 +334,7 @@ def _check(
 
 
 def sample_token_matched(
-    pfsa: Automaton,
+    automaton: Automaton,
     tokens: int,
     *,
     seed: int,
@@ -353,7 +353,7 @@ def sample_token_matched(
     and the total, the corpus is the automaton's ``K`` i.i.d. strings conditioned on them.
 
     Args:
-        pfsa: the automaton (any kind with a sampler backend).
+        automaton: the automaton (any kind with a sampler backend).
         tokens: ``T``, the target total of symbols (EOS excluded).
         seed: seed of every random draw (same seed and device, same ``K`` and corpus).
         intervention: ``exact`` or ``at_least``.
@@ -374,19 +374,19 @@ def sample_token_matched(
         RejectionExhaustedError: no corpus within the bounds (the message gives the numbers).
         SizeError: the corpus would not fit in memory.
     """
-    t, seed, spec = _check(pfsa, tokens, seed, intervention, event, count)
+    t, seed, spec = _check(automaton, tokens, seed, intervention, event, count)
     dev = resolve_device(device)
-    pfsa = pfsa.to(dev)
+    automaton = automaton.to(dev)
     assert spec.event is not None and spec.count is not None
-    counts = backend_for(pfsa).event_counts(spec.event)
+    counts = backend_for(automaton).event_counts(spec.event)
     bound = counts.max_per_string()
     k_min = max(1, -(-spec.count // bound)) if bound else 1
-    spec.validate(pfsa, k_min)
+    spec.validate(automaton, k_min)
     window = token_window(t)
     gen = torch.Generator(device=dev).manual_seed(seed)
-    natural_length = max(pfsa.expected_length(), 1e-2)
+    natural_length = max(automaton.expected_length(), 1e-2)
     k_range = (k_min, k_min + math.ceil(10 * t / natural_length))
-    model = _Model(spec.kind, spec.count, expected_event_count(pfsa, spec.event), k_range)
+    model = _Model(spec.kind, spec.count, expected_event_count(automaton, spec.event), k_range)
     k = max(k_min, round(t / natural_length))
     for _ in range(3):  # refit where the first guess was far off
         _pilot(counts, model, k, t, gen)
@@ -394,7 +394,7 @@ def sample_token_matched(
         _refuse_unreachable(model, k, window, spec)  # before a pilot at an extreme K
         if abs(k - previous) <= max(0.2 * previous, 5):
             break
-    check_corpora_memory(pfsa, [(k, spec)], device=dev, write=write, what=what)
+    check_corpora_memory(automaton, [(k, spec)], device=dev, write=write, what=what)
     return _attempts(counts, model, spec, (k, t), window, gen, max_tries, progress)
 
 

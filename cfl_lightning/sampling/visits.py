@@ -47,11 +47,11 @@ __all__ = [
 EOS_NAME = "EOS"
 
 
-def stake_states(pfsa: Automaton, event: str | Event) -> Tensor:
+def stake_states(automaton: Automaton, event: str | Event) -> Tensor:
     """The classes (a PFSA's states) at which ``event`` is at stake.
 
     Args:
-        pfsa: the automaton (any kind: by
+        automaton: the automaton (any kind: by
             :meth:`~cfl_lightning.automata.Automaton.event_location`).
         event: ``state:NAME``, ``symbol:SYM`` or ``transition:SOURCE:SYM``.
 
@@ -63,15 +63,15 @@ def stake_states(pfsa: Automaton, event: str | Event) -> Tensor:
         EventError: malformed event or unknown name.
     """
     event = Event.parse(event) if isinstance(event, str) else event
-    kind, indices = pfsa.event_location(event)
-    out = torch.zeros(len(pfsa.class_names), dtype=torch.bool)
+    kind, indices = automaton.event_location(event)
+    out = torch.zeros(len(automaton.class_names), dtype=torch.bool)
     for index in indices:
         if kind == "state":
             out[index] = True
         elif kind == "symbol":
-            out |= pfsa.class_probs()[:, index].cpu() > 0
+            out |= automaton.class_probs()[:, index].cpu() > 0
         else:
-            out[index // (pfsa.num_symbols + 1)] = True
+            out[index // (automaton.num_symbols + 1)] = True
     return out
 
 
@@ -90,17 +90,17 @@ def position_counts(states: Tensor, mask: Tensor, num_states: int) -> Tensor:
     return torch.bincount(real, minlength=num_states)[:num_states]
 
 
-def target_visits(pfsa: Automaton, event: str | Event, counts: Tensor) -> int:
+def target_visits(automaton: Automaton, event: str | Event, counts: Tensor) -> int:
     """Test positions at which ``event`` is at stake, from per-state position ``counts`` ``[Q]``."""
-    stake = stake_states(pfsa, event).to(counts.device)
+    stake = stake_states(automaton, event).to(counts.device)
     return int(counts[stake].sum())
 
 
-def visits_by_event(pfsa: Automaton, counts: Tensor) -> dict[str, dict[str, int]]:
+def visits_by_event(automaton: Automaton, counts: Tensor) -> dict[str, dict[str, int]]:
     """Every event's test visits, named as in ``results.json``'s ``kl``.
 
     Args:
-        pfsa: the automaton (any kind).
+        automaton: the automaton (any kind).
         counts: ``[C]`` positions per class (:func:`position_counts`).
 
     Returns:
@@ -108,18 +108,18 @@ def visits_by_event(pfsa: Automaton, counts: Tensor) -> dict[str, dict[str, int]
         transitions where they exist (:meth:`~cfl_lightning.automata.Automaton.class_transitions`).
     """
     counts = counts.cpu().long()
-    probs = pfsa.class_probs().cpu()
-    exists = pfsa.class_transitions().cpu().tolist()
-    names = [*pfsa.alphabet, EOS_NAME]
+    probs = automaton.class_probs().cpu()
+    exists = automaton.class_transitions().cpu().tolist()
+    names = [*automaton.alphabet, EOS_NAME]
     per_state = counts.tolist()
     symbol = ((probs > 0).long() * counts[:, None]).sum(0).tolist()
     transition = {}
-    for q, state in enumerate(pfsa.class_names):
+    for q, state in enumerate(automaton.class_names):
         for s, name in enumerate(names):
             if exists[q][s]:
                 transition[f"{state}:{name}"] = per_state[q]
     return {
-        "state": dict(zip(pfsa.class_names, per_state)),
+        "state": dict(zip(automaton.class_names, per_state)),
         "symbol": dict(zip(names, symbol)),
         "transition": transition,
     }
@@ -155,11 +155,11 @@ def reach_probability(pfsa: PFSA, stake: Tensor) -> float:
     return containing_probability(pfsa, entering_function(pfsa, stake))
 
 
-def containing_probability(pfsa: Automaton, event: str | Event | Tensor) -> float:
+def containing_probability(automaton: Automaton, event: str | Event | Tensor) -> float:
     """The probability that a string contains the event at least once (exact).
 
     Args:
-        pfsa: the automaton (any kind with a sampler backend for an event; a PFSA for a table).
+        automaton: the automaton (any kind with a sampler backend for an event; a PFSA for a table).
         event: an event (text or :class:`~cfl_lightning.automata.Event`) or a PFSA's
             ``[Q, |S|]`` 0/1 event function.
 
@@ -169,9 +169,9 @@ def containing_probability(pfsa: Automaton, event: str | Event | Tensor) -> floa
     if isinstance(event, str):
         event = Event.parse(event)
     if isinstance(event, Event):
-        never = backend_for(pfsa).event_counts(event).none_probability()
+        never = backend_for(automaton).event_counts(event).none_probability()
     else:
-        never = backward_fast(pfsa, event.to(pfsa.device), 1).dense()[0, pfsa.initial]
+        never = backward_fast(automaton, event.to(automaton.device), 1).dense()[0, automaton.initial]
     return float(min(max(1.0 - float(never), 0.0), 1.0))
 
 

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from cfl_lightning.automata import pushdown_structured as structured
+from cfl_lightning.automata.pushdown import structured
 from cfl_lightning.errors import PDAError
 
 __all__ = [

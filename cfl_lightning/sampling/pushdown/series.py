@@ -1,7 +1,7 @@
 r"""Power series of tensors with one log scale per degree (no underflow, no overflow).
 
 The count law of a pushdown automaton is a vector of power series in ``z`` (one per variable
-of the excursion system, :mod:`cfl_lightning.automata.pushdown_fixpoint`). At ``N`` in the
+of the excursion system, :mod:`cfl_lightning.automata.pushdown.fixpoint`). At ``N`` in the
 thousands their coefficients span far more than float64's range (``1e-300`` and below), so a
 :class:`ScaledSeries` keeps coefficient ``n`` as ``values[n] * exp(log_scale[n])`` with the
 largest entry of ``values[n]`` equal to 1 (all zero and ``log_scale[n] = -inf`` for a zero

@@ -3,7 +3,7 @@ r"""Log tables of the top-down conditioned walk on a pushdown automaton.
 The walk keeps, per string, a stack of *frames* ``(t, r, b, m)``: the stack symbol ``t`` (``G``
 for the empty stack), the state ``r`` its excursion must pop into (0, unused, on the empty
 stack), the occurrences ``b`` still to place inside it, and the mode ``m`` (0: exactly ``b``;
-1: at least ``b``). With the count series ``V`` (:mod:`~cfl_lightning.sampling.pushdown_law`),
+1: at least ``b``). With the count series ``V`` (:mod:`~cfl_lightning.sampling.pushdown.law`),
 a step from state ``q`` in frame ``(t, r, b, m)`` on symbol ``a`` (weight ``w``, target ``s``,
 event count ``d``, ``n = b - d``) has weight
 
@@ -27,8 +27,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from cfl_lightning.sampling.pushdown_law import ExcursionSeries
-from cfl_lightning.sampling.pushdown_series import ScaledSeries, combine, convolve
+from cfl_lightning.sampling.pushdown.law import ExcursionSeries
+from cfl_lightning.sampling.pushdown.series import ScaledSeries, combine, convolve
 
 __all__ = ["WalkTables", "walk_tables"]
 

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from cfl_lightning.automata.pushdown_fixpoint import POP
+from cfl_lightning.automata.pushdown.fixpoint import POP
 from cfl_lightning.errors import CflError, SupportError
 
 # ``pda`` below is a :class:`~cfl_lightning.automata.pushdown.PushdownAutomaton` (not imported:

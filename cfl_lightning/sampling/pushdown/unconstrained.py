@@ -12,7 +12,7 @@ import torch
 from torch import Tensor
 
 from cfl_lightning.automata.pushdown import POP, PushdownAutomaton
-from cfl_lightning.automata.pushdown_annotate import grow_stack
+from cfl_lightning.automata.pushdown.annotate import grow_stack
 from cfl_lightning.progress import Progress
 from cfl_lightning.sampling.corpus import Corpus
 from cfl_lightning.sampling.paths import _assemble

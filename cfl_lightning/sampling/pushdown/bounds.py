@@ -1,7 +1,7 @@
 """The most occurrences of an event one string of a pushdown automaton can hold.
 
 Variables are those of the excursion system (``E[X, p, r]``, ``T[p]``;
-:mod:`cfl_lightning.automata.pushdown_fixpoint`) in the ``[G + 1, Q, Q]`` layout; a variable is
+:mod:`cfl_lightning.automata.pushdown.fixpoint`) in the ``[G + 1, Q, Q]`` layout; a variable is
 *productive* when it is positive at the least fixed point, and ``A`` is the set of productive
 variables ``T[initial]`` depends on through productive monomials. A variable *may count* when
 one of its derivations holds an occurrence (a boolean least fixed point). The count of a string
@@ -26,8 +26,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from cfl_lightning.automata.pushdown_fixpoint import KEEP, POP, support
-from cfl_lightning.automata.pushdown_structured import dependents, joint
+from cfl_lightning.automata.pushdown.fixpoint import KEEP, POP, support
+from cfl_lightning.automata.pushdown.structured import dependents, joint
 
 __all__ = ["max_occurrences"]
 

@@ -30,11 +30,18 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
-from cfl_lightning.automata import pushdown_annotate, pushdown_events, pushdown_fixpoint
 from cfl_lightning.automata.basics import AutomatonBasics
-from cfl_lightning.automata.pushdown_fixpoint import KEEP, POP
-from cfl_lightning.automata.pushdown_json import pda_arcs, pda_from_dict, pda_to_dict, pda_to_dot
-from cfl_lightning.automata.pushdown_validate import check_tables, check_termination
+from cfl_lightning.automata.pushdown import annotate as pushdown_annotate
+from cfl_lightning.automata.pushdown import events as pushdown_events
+from cfl_lightning.automata.pushdown import fixpoint as pushdown_fixpoint
+from cfl_lightning.automata.pushdown.fixpoint import KEEP, POP
+from cfl_lightning.automata.pushdown.json_form import (
+    pda_arcs,
+    pda_from_dict,
+    pda_to_dict,
+    pda_to_dot,
+)
+from cfl_lightning.automata.pushdown.validate import check_tables, check_termination
 from cfl_lightning.errors import PDAError
 
 if TYPE_CHECKING:

@@ -2,7 +2,7 @@
 
 Each check raises :class:`~cfl_lightning.errors.PDAError` with one line naming the place (file,
 state, top, symbol). The termination check solves the excursion system
-(:mod:`cfl_lightning.automata.pushdown_fixpoint`): the automaton must end with probability 1 from
+(:mod:`cfl_lightning.automata.pushdown.fixpoint`): the automaton must end with probability 1 from
 its initial configuration, and the expected string length must be finite.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from cfl_lightning.automata.pfsa import NORMALIZATION_TOLERANCE, check_names
-from cfl_lightning.automata.pushdown_fixpoint import KEEP, POP
+from cfl_lightning.automata.pushdown.fixpoint import KEEP, POP
 from cfl_lightning.errors import PDAError, PFSAError
 
 # ``pda`` below is a :class:`~cfl_lightning.automata.pushdown.PushdownAutomaton` (not imported:

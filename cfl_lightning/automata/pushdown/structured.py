@@ -1,6 +1,6 @@
 r"""Structured solves of the excursion system: no ``n x n`` matrix, for large automata.
 
-The Jacobian of the excursion system (:mod:`~cfl_lightning.automata.pushdown_fixpoint`) at a
+The Jacobian of the excursion system (:mod:`~cfl_lightning.automata.pushdown.fixpoint`) at a
 point ``(left, right)`` acts on ``V = (E, T)`` (``[G + 1, Q, Q]``, ``T`` in column 0 of slot
 ``G``) as
 

@@ -1,9 +1,9 @@
 r"""The pushdown automaton's sampler backend (``kind = "pushdown"``).
 
 * Unconstrained: ancestral sampling with a per-string stack
-  (:func:`~cfl_lightning.sampling.pushdown_unconstrained.sample_unconstrained`).
+  (:func:`~cfl_lightning.sampling.pushdown.unconstrained.sample_unconstrained`).
 * Count law: the coefficients of ``T[initial](z)`` in the binning semiring over excursions
-  (:class:`~cfl_lightning.sampling.pushdown_law.ExcursionSeries`). :meth:`law_for_total` stops
+  (:class:`~cfl_lightning.sampling.pushdown.law.ExcursionSeries`). :meth:`law_for_total` stops
   below ``N`` when the law tilted to the mean ``N / K`` (``p_n e^{theta n}``) has a certified
   negligible tail beyond its window ``L``: for any ``z = e^{theta + delta}`` inside the radius of
   convergence,
@@ -15,7 +15,7 @@ r"""The pushdown automaton's sampler backend (``kind = "pushdown"``).
   radius, not certified). Below ``e^{-92}`` of the window's mass the tail is dropped, as for the
   PFSA (:mod:`~cfl_lightning.sampling.law`); otherwise the law is complete up to ``N``.
 * Generation given a per-string count: top-down
-  (:mod:`~cfl_lightning.sampling.pushdown_conditioned`), on the CPU (a generator on another
+  (:mod:`~cfl_lightning.sampling.pushdown.conditioned`), on the CPU (a generator on another
   device seeds a CPU one: still one stream per seed).
 
 The ``backend`` of the ``pushdown`` automaton kind (:mod:`cfl_lightning.kinds.automata`):
@@ -33,11 +33,11 @@ from cfl_lightning.automata.events import Event
 from cfl_lightning.progress import Progress
 from cfl_lightning.sampling.corpus import Corpus
 from cfl_lightning.sampling.counts import CountLaw, tilt
-from cfl_lightning.sampling.pushdown_bounds import max_occurrences
-from cfl_lightning.sampling.pushdown_conditioned import ConditionedWalk, generate_conditioned
-from cfl_lightning.sampling.pushdown_law import ExcursionSeries
-from cfl_lightning.sampling.pushdown_tables import walk_tables
-from cfl_lightning.sampling.pushdown_unconstrained import sample_unconstrained
+from cfl_lightning.sampling.pushdown.bounds import max_occurrences
+from cfl_lightning.sampling.pushdown.conditioned import ConditionedWalk, generate_conditioned
+from cfl_lightning.sampling.pushdown.law import ExcursionSeries
+from cfl_lightning.sampling.pushdown.tables import walk_tables
+from cfl_lightning.sampling.pushdown.unconstrained import sample_unconstrained
 
 __all__ = ["PushdownBackend", "PushdownEventCounts", "NEGLIGIBLE"]
 

@@ -1,6 +1,6 @@
 r"""Top-down generation from a pushdown automaton conditioned on per-string event counts.
 
-Every string keeps a stack of frames (:mod:`~cfl_lightning.sampling.pushdown_tables`): top
+Every string keeps a stack of frames (:mod:`~cfl_lightning.sampling.pushdown.tables`): top
 ``t``, exit ``r``, budget ``b``, mode ``m``, packed in one integer (budget most significant, so a
 step's event count is one subtraction); the current one and the state ``q`` in vectors, the ones
 below in a ``[active, depth]`` tensor (grown by doubling, compacted as strings finish). All
@@ -22,12 +22,12 @@ import math
 import torch
 from torch import Tensor
 
-from cfl_lightning.automata.pushdown_fixpoint import KEEP, POP
+from cfl_lightning.automata.pushdown.fixpoint import KEEP, POP
 from cfl_lightning.errors import InterventionError
 from cfl_lightning.progress import Progress
 from cfl_lightning.sampling.corpus import Corpus
 from cfl_lightning.sampling.paths import _assemble, _cumulative
-from cfl_lightning.sampling.pushdown_tables import WalkTables
+from cfl_lightning.sampling.pushdown.tables import WalkTables
 
 __all__ = ["ConditionedWalk", "generate_conditioned", "TABLE_MAX"]
 

@@ -15,8 +15,8 @@ from typing import Any
 import torch
 
 from cfl_lightning.automata.json_checks import check_keys, json_type, require_name
-from cfl_lightning.automata.pushdown_fixpoint import KEEP, POP
-from cfl_lightning.automata.pushdown_validate import check_stack_names
+from cfl_lightning.automata.pushdown.fixpoint import KEEP, POP
+from cfl_lightning.automata.pushdown.validate import check_stack_names
 from cfl_lightning.errors import PDAError
 
 # ``pda`` below is a :class:`~cfl_lightning.automata.pushdown.PushdownAutomaton` (not imported:

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from cfl_lightning.automata.generators import _integer, _real, _seed, default_alphabet
-from cfl_lightning.automata.pushdown import KEEP, POP, PushdownAutomaton
+from cfl_lightning.automata.pushdown.automaton import KEEP, POP, PushdownAutomaton
 from cfl_lightning.errors import PDAError
 
 __all__ = ["dyck_pda", "random_pda", "anbn_pda", "bracket_names"]

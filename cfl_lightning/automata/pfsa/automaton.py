@@ -33,7 +33,7 @@ from torch import Tensor
 from cfl_lightning.automata.basics import AutomatonBasics
 from cfl_lightning.automata.diagram import Arc, Diagram
 from cfl_lightning.automata.json_checks import check_keys, json_type, require_name
-from cfl_lightning.automata.pfsa_walk import state_walk
+from cfl_lightning.automata.pfsa.walk import state_walk
 from cfl_lightning.errors import PFSAError
 
 __all__ = ["PFSA", "NORMALIZATION_TOLERANCE", "RESERVED_SYMBOLS", "check_names"]
@@ -195,7 +195,7 @@ class PFSA(AutomatonBasics):
         self, tokens: Tensor, offsets: Tensor, device: torch.device | str | None = None
     ) -> Tensor:
         """The state before every symbol and before every end (see
-        :func:`~cfl_lightning.automata.pfsa_walk.state_walk`): ``[L + K]`` int64."""
+        :func:`~cfl_lightning.automata.pfsa.walk.state_walk`): ``[L + K]`` int64."""
         return state_walk(self.next_state, self.initial, tokens, offsets, device)
 
     def event_table(self, event: Any) -> Tensor:

@@ -1,7 +1,7 @@
 r"""The per-string count law of an event on a pushdown automaton, coefficient by coefficient.
 
 Mark every occurrence of the event with ``z`` (a step of event count ``d`` weighs ``w z^d``).
-The excursion system of :mod:`cfl_lightning.automata.pushdown_fixpoint` becomes a system of
+The excursion system of :mod:`cfl_lightning.automata.pushdown.fixpoint` becomes a system of
 power series: ``E[X, p, r](z)`` (an excursion of ``X`` from ``p``, popping into ``r``) and
 ``T[p](z)`` (from ``(p, empty)`` to the end). The count law is the coefficients of
 ``T[initial](z)``: ``P(count = n) = [z^n] T[initial]``.
@@ -37,15 +37,15 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from cfl_lightning.automata import pushdown_structured as structured
-from cfl_lightning.automata.pushdown_fixpoint import (
+from cfl_lightning.automata.pushdown import structured
+from cfl_lightning.automata.pushdown.fixpoint import (
     ExcursionSystem,
     excursion_system,
     least_fixed_point,
     support,
 )
 from cfl_lightning.sampling.budget import check_bytes
-from cfl_lightning.sampling.pushdown_series import ScaledSeries, Term, combine, convolve
+from cfl_lightning.sampling.pushdown.series import ScaledSeries, Term, combine, convolve
 
 __all__ = ["ExcursionSeries", "law_bytes", "mixed_jacobian", "nonnegative_inverse", "value_at"]
 
