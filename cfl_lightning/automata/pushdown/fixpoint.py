@@ -258,12 +258,8 @@ def least_fixed_point(
                 break
             if not bool(torch.isfinite(delta).all()):
                 break
-            new = x.clone()
-            new[idx] = torch.maximum(x[idx] + delta, x[idx])  # Newton's sequence increases
-            if upper is not None:
-                new = new.clamp(max=upper)
-            change = float((new - x).abs().max())
-            x = new
+            x = x.clone()
+            x[idx], change = structured.newton_advance(x[idx], delta, upper)
             if change <= tol:
                 break
     residual = float((apply_system(system, x) - x).abs().max()) if len(x) else 0.0

@@ -40,6 +40,7 @@ from torch import Tensor
 
 __all__ = [
     "DENSE_MAX",
+    "newton_advance",
     "RTOL",
     "SolveLimit",
     "Splitting",
@@ -251,14 +252,23 @@ def newton(
             break
         if not bool(torch.isfinite(delta).all()):
             break
-        new = torch.maximum(x + delta, x)
-        if upper is not None:
-            new = new.clamp(max=upper)
-        change = float((new - x).abs().max())
-        x = new
+        x, change = newton_advance(x, delta, upper)
         if change <= tol:
             break
     return x, steps
+
+
+def newton_advance(x: Tensor, delta: Tensor, upper: float | None) -> tuple[Tensor, float]:
+    """One monotone Newton update of a least-fixed-point iteration: ``max(x + delta, x)``
+    (Newton's sequence increases), clamped to ``upper`` (None: no clamp), and the largest change.
+
+    Args:
+        x: the current point (any shape); delta: the Newton step (same shape).
+    """
+    new = torch.maximum(x + delta, x)
+    if upper is not None:
+        new = new.clamp(max=upper)
+    return new, float((new - x).abs().max())
 
 
 def _pattern(system, x: Tensor) -> Splitting:
