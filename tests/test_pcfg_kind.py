@@ -126,21 +126,21 @@ def test_batches_carry_the_exact_law_at_every_position(tmp_path, text):
     """Ambiguous (Dyck with S S), left-recursive with a unit rule (expressions), a unit cycle:
     every position's ``target_probs`` equals the reference's law (float32 targets: 1e-5)."""
     dm = _module(tmp_path, text)
-    g = dm.automaton.grammar
-    loader = dm.train_dataloader()
-    checked = 0
-    for batch, index in zip(loader, (dm.batches("train")[i] for i in loader.sampler)):
-        corpus = dm.corpus("train")
+    g, corpus = dm.automaton.grammar, dm.corpus("train")
+    dataset = dm.train_dataloader().dataset  # item i: batch i of dm.batches (shortest first)
+    checked = set()
+    for i, index in enumerate(dm.batches("train")):
+        batch = dataset[i]
         for row, k in enumerate(index.tolist()):
             w = tuple(corpus.string(k))
+            if len(w) > 9 or w in checked:  # the reference grows fast with the length
+                continue
             expected = np.array(reference_laws(g, w))
             got = batch["target_probs"][row, : len(w) + 1].double().numpy()
             np.testing.assert_allclose(got, expected, atol=1e-5)
             assert not batch["target_probs"][row, len(w) + 1:].any()  # padding: zeros
-            checked += 1
-            if checked >= 12:
-                return
-    assert checked >= 5
+            checked.add(w)
+    assert len(checked) >= 4 and max(map(len, checked)) >= 5
 
 
 def test_the_layout_is_not_vacuous(tmp_path):
@@ -148,7 +148,8 @@ def test_the_layout_is_not_vacuous(tmp_path):
     reference (so the comparison above can fail)."""
     dm = _module(tmp_path, EXPR)
     corpus, tok = dm.corpus("train"), dm.tokenized("train")
-    k = max(range(len(corpus)), key=lambda i: len(corpus.string(i)))
+    k = max((i for i in range(len(corpus)) if len(corpus.string(i)) <= 9),
+            key=lambda i: len(corpus.string(i)))
     w = tuple(corpus.string(k))
     start = int(tok.offsets[k])
     shifted = tok.target_probs[start + 1: start + len(w) + 2].double().numpy()
