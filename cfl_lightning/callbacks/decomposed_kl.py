@@ -39,7 +39,11 @@ from cfl_lightning.metrics.state_visits import StateVisits
 from cfl_lightning.sampling.visits import target_visits
 
 __all__ = [
-    "DecomposedKLCallback", "MONITOR", "predict_log_probs", "has_position_classes", "classless_line",
+    "DecomposedKLCallback",
+    "MONITOR",
+    "predict_log_probs",
+    "has_position_classes",
+    "classless_line",
 ]
 
 #: The validation metric that LR schedules, early stopping and checkpointing monitor.
