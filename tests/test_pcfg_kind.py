@@ -184,14 +184,15 @@ def test_a_tiny_fit_and_test_run_end_to_end(tmp_path):
     per-state decomposition and logs the total and per-symbol KL, which add up."""
     import lightning as L
 
-    from cfl_lightning.callbacks import DecomposedKLCallback
+    from cfl_lightning.callbacks import DecomposedKLCallback, ResultsWriter
     from cfl_lightning.models import LSTMLanguageModel
 
     dm = _module(tmp_path, EXPR, num_strings=60, val_strings=20, test_strings=30)
     model = LSTMLanguageModel(num_symbols=dm.num_symbols, hidden_size=8)
+    writer = ResultsWriter(str(tmp_path / "out" / "results.json"))
     trainer = L.Trainer(max_epochs=1, logger=False, enable_progress_bar=False,
                         enable_model_summary=False, enable_checkpointing=False,
-                        accelerator="cpu")
+                        accelerator="cpu", callbacks=[DecomposedKLCallback(), writer])
     with pytest.warns(UserWarning, match="no position classes") as caught:
         trainer.fit(model, datamodule=dm)
     lines = [str(w.message) for w in caught if "position classes" in str(w.message)]
@@ -205,3 +206,7 @@ def test_a_tiny_fit_and_test_run_end_to_end(tmp_path):
     assert not any(k.startswith("kl/state/") for k in metrics)
     callback = next(c for c in trainer.callbacks if isinstance(c, DecomposedKLCallback))
     assert set(callback.test_result) == {"total", "symbol"}
+    results = json.loads(writer.written.read_text())
+    assert results["automaton"]["kind"] == "pcfg"
+    assert results["kl_total"] == pytest.approx(metrics["kl_total"], rel=1e-6)
+    assert set(results["kl"]) == {"symbol"} and results["occurrences"]["count"] == {}

@@ -32,8 +32,8 @@ from cfl_lightning.errors import CflError
 from cfl_lightning.kinds import automaton_kind
 from cfl_lightning.losses import as_log_probs
 from cfl_lightning.metrics import (
-    EOS_NAME, EPOCH_LOSS_NAMES, DecomposedKL, EpochLoss, SymbolKL, kl_entries, kl_log_dict,
-    target_values,
+    EOS_NAME, EPOCH_LOSS_NAMES, KL_ENTRIES, DecomposedKL, EpochLoss, SymbolKL, kl_entries,
+    kl_log_dict, target_values,
 )
 from cfl_lightning.metrics.state_visits import StateVisits
 from cfl_lightning.sampling.visits import target_visits
@@ -44,6 +44,7 @@ __all__ = [
     "predict_log_probs",
     "has_position_classes",
     "classless_line",
+    "classless_entries",
 ]
 
 #: The validation metric that LR schedules, early stopping and checkpointing monitor.
@@ -67,6 +68,16 @@ def classless_line(kind: str) -> str:
     return (f"automata of kind {kind!r} have no position classes: the KL is logged in total and "
             "per symbol (val/kl_total, kl_total, kl/symbol/SYM); per state and per transition "
             "it is not available")
+
+
+def classless_entries(result: dict[str, Tensor], automaton: Automaton) -> dict[str, Any]:
+    """The ``results.json`` KL entries of an automaton without position classes: ``kl_total``
+    and ``kl.symbol`` (``{SYM: contribution}``, EOS last); the rest None (unknown)."""
+    out: dict[str, Any] = dict.fromkeys(KL_ENTRIES)
+    names = (*automaton.alphabet, EOS_NAME)
+    out["kl_total"] = float(result["total"])
+    out["kl"] = {"symbol": {n: float(v) for n, v in zip(names, result["symbol"])}}
+    return out
 
 
 def predict_log_probs(
@@ -352,6 +363,7 @@ class DecomposedKLCallback(pl.Callback):
         result, entries, visits = None, None, None
         if stage in self.metrics and self.classless:
             result = self._classless_values(stage, values)
+            entries = None if stage == "val" else classless_entries(result, self.pfsa)
         elif stage in self.metrics:
             with warnings.catch_warnings():  # a process may have had no batch: fine after sync
                 warnings.filterwarnings("ignore", message=".*before the ``update`` method")
