@@ -210,3 +210,23 @@ def test_a_tiny_fit_and_test_run_end_to_end(tmp_path):
     assert results["automaton"]["kind"] == "pcfg"
     assert results["kl_total"] == pytest.approx(metrics["kl_total"], rel=1e-6)
     assert set(results["kl"]) == {"symbol"} and results["occurrences"]["count"] == {}
+
+
+def test_fit_from_the_command_line_on_a_grammar_file(expr_file, tmp_path, capsys):
+    """``fit --data.automaton g.pcfg``: trains, tests, writes results.json with the KL in total
+    and per symbol; the missing decomposition is one line on stderr."""
+    import re
+
+    from cfl_lightning.cli.train import main
+
+    args = [f"--data.automaton={expr_file}", "--data.num_strings=30", "--data.val_strings=10",
+            "--data.test_strings=10", "--data.cache_dir=none", "--data.device=cpu",
+            "--trainer.max_epochs=1", f"--trainer.default_root_dir={tmp_path}",
+            "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false",
+            "--model.param_budget=2000"]
+    with pytest.warns(UserWarning, match="kind 'pcfg' have no position classes"):
+        assert main(["fit", *args]) == 0
+    out = capsys.readouterr().out
+    results = json.loads(open(re.search(r"^results: (.+)$", out, re.M).group(1)).read())
+    assert results["automaton"]["kind"] == "pcfg" and results["kl_total"] > 0
+    assert set(results["kl"]["symbol"]) == {"+", "*", "(", ")", "x", "y", "EOS"}
