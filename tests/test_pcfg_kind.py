@@ -230,3 +230,14 @@ def test_fit_from_the_command_line_on_a_grammar_file(expr_file, tmp_path, capsys
     results = json.loads(open(re.search(r"^results: (.+)$", out, re.M).group(1)).read())
     assert results["automaton"]["kind"] == "pcfg" and results["kl_total"] > 0
     assert set(results["kl"]["symbol"]) == {"+", "*", "(", ")", "x", "y", "EOS"}
+
+
+def test_a_string_outside_the_support_is_named_in_one_line(expr_file):
+    a = load_automaton(expr_file)
+    ids = {c: i for i, c in enumerate(a.alphabet)}
+    strings = ["x+y", "x*y", "x+)", "y"]  # string 2 cannot be derived
+    tokens = torch.tensor([ids[c] for w in strings for c in w])
+    offsets = torch.tensor([0, 3, 6, 9, 10])
+    with pytest.raises(CflError, match=r"^string 2 \(length 3\) is outside") as info:
+        a.position_laws(tokens, offsets)
+    assert "\n" not in str(info.value)

@@ -203,9 +203,8 @@ class PCFG:
                                                            device=device)
                 try:
                     laws = next_symbol_laws(nf, batch, torch.full_like(chunk, n))
-                except CflError as err:
-                    raise CflError(f"a string of length {n} (string "
-                                   f"{int(chunk[0])} or after): {err}") from None
+                except CflError:
+                    raise _unsupported(nf, batch, chunk, n) from None
                 at = (starts + chunk)[:, None] + torch.arange(n + 1, device=device)[None, :]
                 out[at.reshape(-1)] = laws.reshape(-1, self.num_symbols + 1)
         return out
@@ -226,6 +225,20 @@ class PCFG:
     def diagram(self) -> Any:
         """Refused in one line: a grammar is not drawn as a state diagram."""
         raise CflError("a pcfg is not drawn as a state diagram (print its rules instead)")
+
+
+def _unsupported(nf: NormalForm, batch: Tensor, chunk: Tensor, n: int) -> CflError:
+    """The one line for the first string of a chunk whose laws fail (found string by string)."""
+    for row, k in enumerate(chunk.tolist()):
+        try:
+            next_symbol_laws(nf, batch[row: row + 1], torch.tensor([n], device=batch.device))
+        except CflError:
+            break
+    else:  # pragma: no cover - the chunk failed, so one of its strings does
+        k = int(chunk[0])
+    return CflError(f"string {k} (length {n}) is outside the grammar's support, or its "
+                    "probability underflows float64 even rescaled (very long strings of a "
+                    "nearly critical grammar)")
 
 
 def load_pcfg(data: Mapping[str, Any], *, source: str | None = None) -> PCFG:
