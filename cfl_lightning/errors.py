@@ -10,6 +10,7 @@ __all__ = [
     "CflError",
     "PFSAError",
     "PDAError",
+    "GrammarError",
     "EventError",
     "InterventionError",
     "RejectionExhaustedError",
@@ -29,6 +30,11 @@ class PFSAError(CflError):
 
 class PDAError(PFSAError):
     """A pushdown automaton is malformed or invalid (names the file, state, top or symbol)."""
+
+
+class GrammarError(PFSAError):
+    """A probabilistic context-free grammar is malformed (names the file and line, or the
+    nonterminal)."""
 
 
 class EventError(CflError):

@@ -172,7 +172,8 @@ def test_every_generator_builds_a_registered_kind_that_its_loader_reads(built):
         assert isinstance(automaton, Automaton)
         assert call(automaton_kind(automaton.kind).loader, automaton.to_dict()) == automaton
         assert load_automaton(automaton.to_dict()) == automaton
-    assert {a.kind for a in built.values()} == set(AUTOMATON_KINDS.names())
+    # pcfg: no generator yet (issue 50; its grammars come from files, docs/guide/pcfg.md)
+    assert {a.kind for a in built.values()} == set(AUTOMATON_KINDS.names()) - {"pcfg"}
     with pytest.raises(ModuleNotFoundError):
         resolve("cfl_lightning.nowhere:f")  # the negative control: a bad reference fails
 
@@ -447,9 +448,9 @@ def test_the_registries_and_the_analysis_labels_import_no_torch():
 
 
 def test_the_design_docs_automaton_kind_example_is_the_registry_api(monkeypatch):
-    """docs/design.md's worked example (a ``pcfg`` kind): its table lists exactly the fields of
-    ``AutomatonKind``, and its registration call runs against the real API (the references are
-    imported on first use, so the PCFG's modules need not exist for it to register)."""
+    """docs/design.md's worked example (the ``pcfg`` kind): its table lists exactly the fields of
+    ``AutomatonKind``, and its registration call, run against the real API, builds exactly the
+    built-in ``pcfg`` entry, whose references all resolve."""
     import dataclasses
     import re as _re
 
@@ -462,12 +463,10 @@ def test_the_design_docs_automaton_kind_example_is_the_registry_api(monkeypatch)
     monkeypatch.setattr(kinds, "register_automaton_kind", seen.append)  # the call, recorded
     exec(block, {})
     (kind,) = seen
-    assert kind.name == "pcfg" and kind.position_classes is False
+    assert kind == automaton_kind("pcfg") and kind.position_classes is False
     assert set(kind.events) <= set(EVENT_KIND_REGISTRY.names())
     for ref in (kind.loader, kind.backend, kind.estimate, *kind.events.values()):
         assert isinstance(ref, str) and _re.fullmatch(r"cfl_lightning(\.\w+)+:\w+", ref), ref
-    with AUTOMATON_KINDS.registered(kind):
-        assert automaton_kind("pcfg") is kind
-        assert event_table_ref("symbol", "pcfg") == kind.events["symbol"]
-        with pytest.raises(EventError, match="push events need a pushdown automaton"):
-            event_table_ref("push", "pcfg")
+        assert callable(resolve(ref))
+    with pytest.raises(EventError, match="push events need a pushdown automaton"):
+        event_table_ref("push", "pcfg")

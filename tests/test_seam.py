@@ -229,21 +229,30 @@ def test_an_automaton_kind_is_registered_once(toy_kind):
     assert automaton_kind("pushdown").loader != _load_toy  # nothing replaced
 
 
-def test_a_kind_without_position_classes_is_refused_by_the_decomposed_kl(tmp_path):
+def test_a_kind_without_position_classes_gets_the_symbol_kl_and_one_line(tmp_path):
     """``position_classes=False`` in a registration (a PCFG's) is what the callback reads: the
-    same toy automaton is evaluated under a kind that has them and refused under one without."""
+    same toy automaton gets the decomposition by class under a kind that has them, and under
+    one without, the KL in total and per symbol and one warning line saying so."""
     import dataclasses
+    import types
 
     from cfl_lightning.callbacks import DecomposedKLCallback
+    from cfl_lightning.metrics import DecomposedKL, SymbolKL
 
     toy = ToyAutomaton(parity_starfree_pfsa(0.3))
     flat = dataclasses.replace(TOY_KIND, position_classes=False)
+    trainer = types.SimpleNamespace(datamodule=None)  # setup reads only this
     with AUTOMATON_KINDS.registered(flat):
-        with pytest.raises(PFSAError, match="kind 'toy' have none") as err:
-            DecomposedKLCallback(automaton=toy).resolve(None)
-        assert "\n" not in str(err.value)
+        callback = DecomposedKLCallback(automaton=toy)
+        assert callback.resolve(None) == (toy, None)
+        with pytest.warns(UserWarning, match="kind 'toy' have no position classes") as caught:
+            callback.setup(trainer, torch.nn.Module(), "test")
+        assert all("\n" not in str(w.message) for w in caught)
+        assert callback.classless and isinstance(callback.metrics["test"], SymbolKL)
     with AUTOMATON_KINDS.registered(TOY_KIND):
-        assert DecomposedKLCallback(automaton=toy).resolve(None) == (toy, None)
+        callback = DecomposedKLCallback(automaton=toy)
+        callback.setup(trainer, torch.nn.Module(), "test")
+        assert not callback.classless and isinstance(callback.metrics["test"], DecomposedKL)
 
 
 def test_a_second_kind_samples_through_its_backend(toy_kind):

@@ -5,6 +5,10 @@ written before pushdown automata). Each kind's loader is its registry entry's ``
 (:class:`~cfl_lightning.kinds.automata.AutomatonKind`); :func:`load_automaton` dispatches on the
 field.
 
+A file named ``*.KIND`` after a registered kind (``grammar.pcfg``) is read as that kind's text
+form, the object ``{"kind": KIND, "text": <the file>}`` (its loader reads ``"text"``; errors
+name the file's lines).
+
 Example:
     >>> from cfl_lightning.automata import parity_starfree_pfsa
     >>> load_automaton(parity_starfree_pfsa(0.3).to_dict()).kind
@@ -21,7 +25,7 @@ from cfl_lightning.automata.declared import check_load_memory, declared_names
 from cfl_lightning.automata.json_checks import pushdown_hint
 from cfl_lightning.automata.protocol import Automaton
 from cfl_lightning.errors import PFSAError
-from cfl_lightning.io import read_json
+from cfl_lightning.io import read_json, read_text
 from cfl_lightning.kinds.automata import (
     AUTOMATON_KINDS,
     DEFAULT_KIND,
@@ -35,6 +39,7 @@ __all__ = [
     "automaton_kinds",
     "load_automaton",
     "read_automaton_json",
+    "text_form_kind",
     "DEFAULT_KIND",
 ]
 
@@ -44,13 +49,34 @@ def automaton_kinds() -> tuple[str, ...]:
     return AUTOMATON_KINDS.names()
 
 
+def text_form_kind(path: str) -> str | None:
+    """The registered kind a file's suffix names (``g.pcfg``: ``"pcfg"``), or None (JSON)."""
+    suffix = os.path.splitext(path)[1][1:]
+    return suffix if suffix and suffix != "json" and suffix in AUTOMATON_KINDS else None
+
+
+def _read_text_form(where: str, kind: str) -> str:
+    """The text of a ``*.KIND`` file; every failure is one line naming the file."""
+    try:
+        return read_text(where, error=PFSAError)
+    except FileNotFoundError:
+        raise PFSAError(f"{where}: no such file") from None
+    except IsADirectoryError:
+        raise PFSAError(f"{where}: is a directory, not a {kind} file") from None
+    except UnicodeDecodeError:
+        raise PFSAError(f"{where}: not a text file (not UTF-8)") from None
+    except OSError as err:
+        raise PFSAError(f"{where}: cannot read ({err.strerror or err})") from None
+
+
 def read_automaton_json(
     source: str | os.PathLike | Mapping[str, Any], *, where: str | None = None
 ) -> tuple[Mapping[str, Any], str | None, str]:
     """Read an automaton's JSON object and its kind, without building it (cheap).
 
     Args:
-        source: a JSON file, or its parsed object.
+        source: a JSON file (or a ``*.KIND`` text file: :func:`text_form_kind`), or its parsed
+            object.
         where: the name used in messages for a parsed object (a file's own name otherwise).
 
     Returns:
@@ -65,7 +91,11 @@ def read_automaton_json(
         data: Any = source
     else:
         where = os.fspath(source)
-        data = read_json(where, error=PFSAError, what="automaton")
+        text_kind = text_form_kind(where)
+        if text_kind is not None:
+            data = {"kind": text_kind, "text": _read_text_form(where, text_kind)}
+        else:
+            data = read_json(where, error=PFSAError, what="automaton")
     prefix = f"{where}: " if where else ""
     if not isinstance(data, Mapping):
         raise PFSAError(f"{prefix}expected a JSON object at the top level")

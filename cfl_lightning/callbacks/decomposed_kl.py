@@ -18,6 +18,7 @@ from typing import Any
 
 import lightning.pytorch as pl
 import torch
+from lightning.pytorch.utilities import rank_zero_warn
 from lightning.pytorch.utilities.model_helpers import is_overridden
 from torch import Tensor
 
@@ -28,15 +29,23 @@ from cfl_lightning.callbacks.requirements import (
     long_split_of,
 )
 from cfl_lightning.errors import CflError
-from cfl_lightning.kinds import check_position_classes
+from cfl_lightning.kinds import automaton_kind
 from cfl_lightning.losses import as_log_probs
 from cfl_lightning.metrics import (
-    EPOCH_LOSS_NAMES, DecomposedKL, EpochLoss, kl_entries, kl_log_dict, target_values,
+    EOS_NAME, EPOCH_LOSS_NAMES, KL_ENTRIES, DecomposedKL, EpochLoss, SymbolKL, kl_entries,
+    kl_log_dict, target_values,
 )
 from cfl_lightning.metrics.state_visits import StateVisits
 from cfl_lightning.sampling.visits import target_visits
 
-__all__ = ["DecomposedKLCallback", "MONITOR", "predict_log_probs"]
+__all__ = [
+    "DecomposedKLCallback",
+    "MONITOR",
+    "predict_log_probs",
+    "has_position_classes",
+    "classless_line",
+    "classless_entries",
+]
 
 #: The validation metric that LR schedules, early stopping and checkpointing monitor.
 MONITOR = "val/kl_per_string"
@@ -44,6 +53,31 @@ MONITOR = "val/kl_per_string"
 LONG = "long_test"
 _STAGES = ("val", "test", LONG)
 _NAMES = {"val": "validation", "test": "test", LONG: "long test"}
+
+
+def has_position_classes(kind: str) -> bool:
+    """Whether automata of ``kind`` have position classes (an unregistered kind: assumed so)."""
+    try:
+        return automaton_kind(kind).position_classes
+    except CflError:
+        return True
+
+
+def classless_line(kind: str) -> str:
+    """The one line a run on an automaton without position classes gets (what is logged)."""
+    return (f"automata of kind {kind!r} have no position classes: the KL is logged in total and "
+            "per symbol (val/kl_total, kl_total, kl/symbol/SYM); per state and per transition "
+            "it is not available")
+
+
+def classless_entries(result: dict[str, Tensor], automaton: Automaton) -> dict[str, Any]:
+    """The ``results.json`` KL entries of an automaton without position classes: ``kl_total``
+    and ``kl.symbol`` (``{SYM: contribution}``, EOS last); the rest None (unknown)."""
+    out: dict[str, Any] = dict.fromkeys(KL_ENTRIES)
+    names = (*automaton.alphabet, EOS_NAME)
+    out["kl_total"] = float(result["total"])
+    out["kl"] = {"symbol": {n: float(v) for n, v in zip(names, result["symbol"])}}
+    return out
 
 
 def predict_log_probs(
@@ -107,7 +141,11 @@ class DecomposedKLCallback(pl.Callback):
     its ``automaton``, batches with ``target_probs``, ``states``, ``mask``...) is written in
     :mod:`cfl_lightning.callbacks.requirements`; a data module without an automaton is refused
     when the run is set up (one line naming what is missing). With plain dataloaders (no data
-    module) and no ``automaton=``, only the per-string losses are logged.
+    module) and no ``automaton=``, only the per-string losses are logged. An automaton of a kind
+    without position classes (a PCFG) has no decomposition by state or transition: the callback
+    says so in one warning line when the run is set up and logs ``val/kl_total``, ``kl_total``
+    and ``kl/symbol/SYM`` (:class:`~cfl_lightning.metrics.SymbolKL`, from the batches' exact
+    ``target_probs``); :attr:`test_result` then holds ``total`` and ``symbol``.
 
     Args:
         event: the intervened event (``"state:NAME"``, ``"symbol:SYM"``,
@@ -139,7 +177,9 @@ class DecomposedKLCallback(pl.Callback):
         self.pfsa: Automaton | None = pfsa
         self.event: Event | None = self._event_arg
         self.losses = {stage: EpochLoss() for stage in _STAGES}
-        self.metrics: dict[str, DecomposedKL] = {}
+        self.metrics: dict[str, DecomposedKL | SymbolKL] = {}
+        #: the automaton's kind has no position classes (a PCFG): ``metrics`` are ``SymbolKL``
+        self.classless = False
         self.visits: dict[str, StateVisits] = {}
         #: positions per state in the last test run (``[Q]`` int64 CPU tensor)
         self.test_visits: Tensor | None = None
@@ -176,8 +216,8 @@ class DecomposedKLCallback(pl.Callback):
 
         Raises:
             CflError: a data module (or an event) without an automaton (one line naming the
-                missing ``automaton``), an event naming an unknown state or symbol, or an
-                automaton of a kind registered without position classes.
+                missing ``automaton``), or an event naming an unknown state or symbol (or any
+                event, on a kind without events: a PCFG).
         """
         pfsa = self._pfsa_arg if self._pfsa_arg is not None else datamodule_automaton(datamodule)
         event = self._event_arg
@@ -194,8 +234,6 @@ class DecomposedKLCallback(pl.Callback):
                 "automaton=... or give the data module one (see cfl_lightning.callbacks."
                 "requirements)"
             )
-        if pfsa is not None:
-            check_position_classes(pfsa.kind, "DecomposedKLCallback")
         if pfsa is not None and event is not None:
             pfsa.event_table(event)  # an unknown state or symbol fails here, not at test end
         return pfsa, event
@@ -211,10 +249,16 @@ class DecomposedKLCallback(pl.Callback):
                 stacklevel=2,
             )
         if pfsa is not self.pfsa or not self.metrics:
-            self.metrics = {} if pfsa is None else {s: DecomposedKL(pfsa) for s in _STAGES}
-            self.visits = {} if pfsa is None else {
-                s: StateVisits(len(pfsa.class_names)) for s in _STAGES
-            }
+            self.classless = pfsa is not None and not has_position_classes(pfsa.kind)
+            if self.classless:
+                rank_zero_warn(f"DecomposedKLCallback: {classless_line(pfsa.kind)}")
+                self.metrics = {s: SymbolKL(pfsa.num_symbols) for s in _STAGES}
+                self.visits = {}
+            else:
+                self.metrics = {} if pfsa is None else {s: DecomposedKL(pfsa) for s in _STAGES}
+                self.visits = {} if pfsa is None else {
+                    s: StateVisits(len(pfsa.class_names)) for s in _STAGES
+                }
         self.pfsa, self.event = pfsa, event
 
     # ------------------------------------------------------------------ per batch
@@ -222,6 +266,7 @@ class DecomposedKLCallback(pl.Callback):
         self.losses[stage].to(pl_module.device).reset()
         if stage in self.metrics:
             self.metrics[stage].to(pl_module.device).reset()
+        if stage in self.visits:
             self.visits[stage].to(pl_module.device).reset()
 
     def _update(self, stage: str, trainer: pl.Trainer, pl_module: Any, batch: Any) -> None:
@@ -232,7 +277,9 @@ class DecomposedKLCallback(pl.Callback):
         check_kl_batch(batch, name)
         log_probs = predict_log_probs(pl_module, batch, where=where)
         self.losses[stage].update(log_probs, batch)
-        if stage in self.metrics:
+        if stage in self.metrics and self.classless:
+            self.metrics[stage].update(log_probs, batch)
+        elif stage in self.metrics:
             mask = batch["mask"].bool()
             self.metrics[stage].update(log_probs, batch["states"], mask, batch.get("weights"))
             self.visits[stage].update(batch["states"], mask)
@@ -283,6 +330,21 @@ class DecomposedKLCallback(pl.Callback):
                 "min_length": min_length, "num_strings": strings, **losses, **entries
             }
 
+    def _classless_values(self, stage: str, values: dict[str, float]) -> dict[str, Tensor]:
+        """An automaton without position classes: the KL in total and per symbol
+        (:class:`~cfl_lightning.metrics.SymbolKL`) added to ``values``; its result returned."""
+        assert self.pfsa is not None
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*before the ``update`` method")
+            result = {k: v.detach().cpu() for k, v in self.metrics[stage].compute().items()}
+        prefix = {"val": "val/", "test": ""}.get(stage, f"{stage}/")
+        values[f"{prefix}kl_total"] = float(result["total"])
+        if stage != "val":
+            names = (*self.pfsa.alphabet, EOS_NAME)
+            values.update((f"{prefix}kl/symbol/{n}", float(v))
+                          for n, v in zip(names, result["symbol"]))
+        return result
+
     def _epoch_end(
         self, stage: str, trainer: pl.Trainer, pl_module: pl.LightningModule
     ) -> dict[str, Any] | None:
@@ -299,7 +361,10 @@ class DecomposedKLCallback(pl.Callback):
             return None
         values = {f"{stage}/{name}": float(value) for name, value in losses.items()}
         result, entries, visits = None, None, None
-        if stage in self.metrics:
+        if stage in self.metrics and self.classless:
+            result = self._classless_values(stage, values)
+            entries = None if stage == "val" else classless_entries(result, self.pfsa)
+        elif stage in self.metrics:
             with warnings.catch_warnings():  # a process may have had no batch: fine after sync
                 warnings.filterwarnings("ignore", message=".*before the ``update`` method")
                 result = self.metrics[stage].compute()

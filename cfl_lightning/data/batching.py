@@ -6,7 +6,10 @@ A string of ``n`` symbols ``s_1 ... s_n`` becomes ``n + 1`` *positions*: positio
 ``s_1 ... s_j`` (a PFSA's state; a pushdown automaton's (state, top of stack); from
 :meth:`~cfl_lightning.automata.Automaton.annotate`). ``target_probs[j]`` is the automaton's
 next-symbol distribution at that class, ``[p(s | c) for s in alphabet] + [p(EOS | c)]``: the row
-of :func:`~cfl_lightning.automata.class_tables` (the one place targets are built).
+of :func:`~cfl_lightning.automata.class_tables` (the one place targets are built). An automaton
+of a kind without position classes (a PCFG: registered with ``position_classes=False``) gives
+instead the exact law at every position, its ``position_laws(tokens, offsets)``, kept per
+position in :attr:`TokenizedCorpus.target_probs` (``states`` are then all 0, a placeholder).
 
 Token ids: symbols ``0 .. S-1`` in alphabet order, ``EOS = S``, ``BOS = S + 1``, ``PAD = S + 2``.
 Padding positions hold ``PAD`` in ``input_ids``/``target_ids``, state ``0``, all-zero
@@ -32,6 +35,7 @@ from torch.utils.data import Dataset, DistributedSampler
 from cfl_lightning.automata import Automaton
 from cfl_lightning.errors import CflError
 from cfl_lightning.data.tokens import TokenIds
+from cfl_lightning.kinds.automata import automaton_kind
 from cfl_lightning.sampling import Corpus
 
 __all__ = [
@@ -68,6 +72,8 @@ class TokenizedCorpus:
         states: ``[N]`` int64 automaton class (a PFSA's state) after each prefix.
         offsets: ``[K + 1]`` int64 position offsets.
         counts: ``[K]`` int64 event occurrences per string, or ``None`` without an event.
+        target_probs: ``[N, S + 1]`` float32 next-symbol law at every position, for an
+            automaton without position classes (None: the class table's rows are the targets).
     """
 
     inputs: Tensor
@@ -75,6 +81,7 @@ class TokenizedCorpus:
     states: Tensor
     offsets: Tensor
     counts: Tensor | None = None
+    target_probs: Tensor | None = None
 
     def __len__(self) -> int:
         return int(self.offsets.numel()) - 1
@@ -133,6 +140,9 @@ def tensorize(
     targets = torch.full((total + num,), ids.eos, dtype=torch.long, device=device)
     targets[at] = tokens  # EOS stays at each string's last position
     states = automaton.annotate(tokens, offsets, device)
+    laws = None
+    if not automaton_kind(automaton.kind).position_classes:  # the exact law of every position
+        laws = automaton.position_laws(tokens, offsets, device).to(torch.float32).cpu()
     counts = None
     if event_function is not None:
         hits = event_function.to(device).long().reshape(-1).take(
@@ -141,7 +151,9 @@ def tensorize(
         counts = torch.zeros(num, dtype=torch.long, device=device).index_add_(0, owner, hits)
         counts = counts.cpu()
     framed = offsets + torch.arange(num + 1, device=device)
-    return TokenizedCorpus(inputs.cpu(), targets.cpu(), states.cpu(), framed.cpu(), counts)
+    return TokenizedCorpus(
+        inputs.cpu(), targets.cpu(), states.cpu(), framed.cpu(), counts, laws
+    )
 
 
 def length_batches(positions: Tensor, max_tokens: int) -> list[Tensor]:
@@ -171,7 +183,7 @@ def length_batches(positions: Tensor, max_tokens: int) -> list[Tensor]:
 
 
 def collate(
-    corpus: TokenizedCorpus, index: Tensor, probs: Tensor, pad_id: int
+    corpus: TokenizedCorpus, index: Tensor, probs: Tensor | None, pad_id: int
 ) -> dict[str, Tensor]:
     """The batch of strings ``index`` (see the module docstring for the layout).
 
@@ -179,7 +191,8 @@ def collate(
         corpus: the tensorized corpus.
         index: ``[B]`` string indices.
         probs: ``[C, S + 1]`` float32 next-symbol table of the classes
-            (:func:`~cfl_lightning.automata.class_tables`; ``PFADataModule.target_table``).
+            (:func:`~cfl_lightning.automata.class_tables`; ``PFADataModule.target_table``);
+            unused (may be None) when the corpus has per-position ``target_probs``.
         pad_id: the padding id (``S + 2``).
     """
     length = corpus.positions[index]
@@ -187,10 +200,15 @@ def collate(
     mask = steps[None, :] < length[:, None]
     flat = torch.where(mask, corpus.offsets[index][:, None] + steps[None, :], 0)
     states = corpus.states[flat].masked_fill(~mask, 0)
+    if corpus.target_probs is not None:
+        targets = corpus.target_probs[flat]
+    else:
+        assert probs is not None, "a corpus without per-position laws needs the class table"
+        targets = probs[states]
     return {
         "input_ids": corpus.inputs[flat].masked_fill(~mask, pad_id),
         "target_ids": corpus.targets[flat].masked_fill(~mask, pad_id),
-        "target_probs": probs[states] * mask[..., None],
+        "target_probs": targets * mask[..., None],
         "states": states,
         "mask": mask,
     }
@@ -203,10 +221,10 @@ class BatchDataset(Dataset):
     """
 
     def __init__(
-        self, corpus: TokenizedCorpus, batches: list[Tensor], probs: Tensor, pad_id: int
+        self, corpus: TokenizedCorpus, batches: list[Tensor], probs: Tensor | None, pad_id: int
     ) -> None:
         self.corpus, self.batches, self.pad_id = corpus, batches, pad_id
-        self.probs = probs.detach().cpu().to(torch.float32)
+        self.probs = None if probs is None else probs.detach().cpu().to(torch.float32)
 
     def __len__(self) -> int:
         return len(self.batches)

@@ -71,6 +71,7 @@ from cfl_lightning.data.splits import SAMPLING_METHOD, SplitPlan
 from cfl_lightning.data.targeted import WithWeights, at_stake, mix, test_weights
 from cfl_lightning.data.tokens import TokenIds
 from cfl_lightning.errors import CflError, InterventionError
+from cfl_lightning.kinds.automata import automaton_kind
 from cfl_lightning.kinds.generators import GeneratorName
 from cfl_lightning.kinds.interventions import InterventionName
 from cfl_lightning.sampling import Corpus, Intervention
@@ -293,9 +294,12 @@ class PFADataModule(L.LightningDataModule):
             "long_test_strings": (s.sizes[LONG], Intervention()),
         }
         listed = ", ".join(f"{name} {k:,}" for name, (k, _) in corpora.items() if k)
+        per_position = TOKEN_BYTES
+        if not automaton_kind(self.automaton.kind).position_classes:  # float32 laws per position
+            per_position += 4 * (self.automaton.num_symbols + 1)
         check_corpora_memory(
             self.automaton, list(corpora.values()), device=self.device,
-            extra_bytes_per_token=TOKEN_BYTES, what=f"the data module's corpora ({listed})",
+            extra_bytes_per_token=per_position, what=f"the data module's corpora ({listed})",
         )
 
     # ------------------------------------------------------------------ sampling
@@ -430,7 +434,7 @@ class PFADataModule(L.LightningDataModule):
         ranks count every validation/test string exactly once.
         """
         _, tokenized, batches = self._load(split)
-        probs = self.target_table
+        probs = None if tokenized.target_probs is not None else self.target_table
         trainer = self.trainer
         world, rank = (trainer.world_size, trainer.global_rank) if trainer is not None else (1, 0)
         if not shuffle and world > 1:

@@ -31,6 +31,9 @@ def occurrences(automaton: Automaton, tok: TokenizedCorpus) -> dict[str, dict[st
         ``{"count": {spec: n}, "strings": {spec: m}}`` over every built-in event of the
         automaton, in its order: total occurrences, and strings with at least one.
     """
+    events = automaton.expected_occurrences()
+    if not events:  # a kind without events (a PCFG): nothing to count
+        return {"count": {}, "strings": {}}
     s = automaton.num_symbols
     moves = tok.targets < s  # positions that emit a symbol (not EOS)
     string_of = torch.repeat_interleave(torch.arange(len(tok)), tok.positions)[moves]
@@ -41,7 +44,7 @@ def occurrences(automaton: Automaton, tok: TokenizedCorpus) -> dict[str, dict[st
     held_string, held_pair = held // width, held % width
     count: dict[str, int] = {}
     strings: dict[str, int] = {}
-    for spec in automaton.expected_occurrences():
+    for spec in events:
         table = automaton.event_table(Event.parse(spec)).cpu().reshape(-1)
         count[spec] = int((totals * table).sum())
         hit = table.take(held_pair) > 0

@@ -1,0 +1,246 @@
+"""A PCFG seen through the automaton seam: the ``pcfg`` automaton kind's object.
+
+:class:`PCFG` wraps a checked :class:`~cfl_lightning.automata.pcfg.Grammar` and offers the names
+of the :class:`~cfl_lightning.automata.Automaton` protocol that loading, sampling and the data
+module read. A PCFG has no finite position classes (its next-symbol law depends on the whole
+prefix; the kind is registered with ``position_classes=False``), so instead of a class table it
+gives the exact law at every position of a corpus (:meth:`PCFG.position_laws`, through
+:func:`~cfl_lightning.automata.pcfg.next_symbol_laws`); :meth:`PCFG.annotate` puts every
+position in the one placeholder class 0. Events, and with them interventions, are not
+implemented yet: asking for one is refused in one line (:data:`NO_EVENTS`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from cfl_lightning.automata.pcfg.checks import check_grammar, expected_length
+from cfl_lightning.automata.pcfg.grammar import Grammar
+from cfl_lightning.automata.pcfg.normal_form import NormalForm, normal_form
+from cfl_lightning.automata.pcfg.prefix import next_symbol_laws
+from cfl_lightning.automata.pcfg.text import grammar_from_dict, grammar_to_dict, parse_grammar
+from cfl_lightning.errors import CflError, EventError, GrammarError
+from cfl_lightning.io import atomic_write_text
+
+__all__ = ["PCFG", "NO_EVENTS", "NO_CLASSES", "load_pcfg", "LAW_CHUNK_CELLS"]
+
+#: the one line every event (hence every intervention) on a PCFG gets
+NO_EVENTS = ("events and interventions on pcfg are not implemented yet (rule and symbol events "
+             "are planned, issue 50): sample and train unconstrained")
+#: the one line for what needs position classes
+NO_CLASSES = ("a pcfg has no position classes (its next-symbol law depends on the whole "
+              "prefix): the decomposition by state and transition does not exist for it")
+#: chart cells (strings x length^2 x normal-form nonterminals) per call of next_symbol_laws
+LAW_CHUNK_CELLS = 1 << 24
+
+
+class PCFG:
+    """A probabilistic context-free grammar as an automaton of kind ``"pcfg"``.
+
+    Args:
+        grammar: the grammar (checked here: proper, productive, finite expected length).
+        device: where the normal form's tensors live.
+
+    Raises:
+        GrammarError: the grammar fails :func:`~cfl_lightning.automata.pcfg.check_grammar`.
+    """
+
+    kind = "pcfg"
+
+    def __init__(self, grammar: Grammar, device: str | torch.device = "cpu") -> None:
+        check_grammar(grammar)
+        self.grammar = grammar
+        self.alphabet: tuple[str, ...] = grammar.alphabet
+        self.source: str | None = grammar.source
+        self._device = torch.device(device)
+        self._nf: NormalForm | None = None
+        self._length: float | None = None
+
+    # ------------------------------------------------------------------ reading
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, source: str | None = None) -> PCFG:
+        """The JSON form ``{"kind": "pcfg", "rules": [...]}``, or ``{"kind": "pcfg", "text":
+        ...}`` (how a ``*.pcfg`` file is read: errors then name the file's lines)."""
+        if "text" in data:
+            extra = sorted(set(data) - {"kind", "text", "name"})
+            if extra:
+                raise GrammarError(f"{source or 'grammar'}: unknown key {extra[0]!r} beside 'text'")
+            if not isinstance(data["text"], str):
+                raise GrammarError(f"{source or 'grammar'}: 'text' must be the grammar's text")
+            return cls(parse_grammar(data["text"], source))
+        return cls(grammar_from_dict(dict(data), source))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (:func:`~cfl_lightning.automata.pcfg.grammar_to_dict`)."""
+        return grammar_to_dict(self.grammar)
+
+    def to_json(self, path: str | os.PathLike) -> None:
+        """Write the JSON form atomically."""
+        atomic_write_text(path, json.dumps(self.to_dict(), indent=2) + "\n")
+
+    def validate(self) -> None:
+        """Raise one :class:`GrammarError` line if the grammar is not usable."""
+        check_grammar(self.grammar)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PCFG) and self.to_dict() == other.to_dict()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    # ------------------------------------------------------------------ basics
+    @property
+    def num_symbols(self) -> int:
+        """``S``."""
+        return len(self.alphabet)
+
+    @property
+    def eos(self) -> int:
+        """Index of EOS in next-symbol distributions: ``S``."""
+        return self.num_symbols
+
+    @property
+    def device(self) -> torch.device:
+        """Where the normal form's tensors live."""
+        return self._device
+
+    def to(self, device: str | torch.device) -> PCFG:
+        """A copy on ``device``."""
+        out = PCFG.__new__(PCFG)
+        out.__dict__.update(self.__dict__, _device=torch.device(device), _nf=None)
+        return out
+
+    @property
+    def normal_form(self) -> NormalForm:
+        """The grammar's normal form on :attr:`device` (built on first use)."""
+        if self._nf is None:
+            self._nf = normal_form(self.grammar, self._device)
+        return self._nf
+
+    def expected_length(self) -> float:
+        """Expected number of symbols per string."""
+        if self._length is None:
+            self._length = expected_length(self.grammar)
+        return self._length
+
+    # ------------------------------------------------------------------ positions
+    @property
+    def class_label(self) -> str:
+        """``"none"``: a PCFG has no position classes."""
+        return "none"
+
+    @property
+    def class_names(self) -> tuple[str, ...]:
+        """Empty: a PCFG has no position classes."""
+        return ()
+
+    def class_probs(self) -> Tensor:
+        """Refused in one line (:data:`NO_CLASSES`): use :meth:`position_laws`."""
+        raise CflError(NO_CLASSES)
+
+    def class_transitions(self) -> Tensor:
+        """Refused in one line (:data:`NO_CLASSES`)."""
+        raise CflError(NO_CLASSES)
+
+    def expected_class_visits(self) -> Tensor:
+        """Refused in one line (:data:`NO_CLASSES`)."""
+        raise CflError(NO_CLASSES)
+
+    def annotate(
+        self, tokens: Tensor, offsets: Tensor, device: torch.device | str | None = None
+    ) -> Tensor:
+        """Class 0 at every position (a placeholder: there are no classes), after checking that
+        every symbol id is in range. Support is checked by :meth:`position_laws`.
+
+        Returns:
+            ``[L + K]`` int64 zeros.
+        """
+        device = torch.device("cpu") if device is None else torch.device(device)
+        if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= self.num_symbols):
+            raise CflError(f"a symbol id is outside 0 .. {self.num_symbols - 1}")
+        return torch.zeros(tokens.numel() + offsets.numel() - 1, dtype=torch.long, device=device)
+
+    def position_laws(
+        self, tokens: Tensor, offsets: Tensor, device: torch.device | str | None = None
+    ) -> Tensor:
+        """The exact next-symbol law at every position of a flat corpus.
+
+        Strings are grouped by length (equal lengths need no padding) and sent to
+        :func:`~cfl_lightning.automata.pcfg.next_symbol_laws` in chunks of at most
+        :data:`LAW_CHUNK_CELLS` chart cells.
+
+        Args:
+            tokens: ``[L]`` int64 symbol ids, string after string.
+            offsets: ``[K + 1]`` int64 string boundaries.
+            device: where to compute (default: the CPU); the result stays there.
+
+        Returns:
+            ``[L + K, S + 1]`` float64: for string ``k`` of length ``n`` its ``n + 1``
+            laws (after ``0 .. n`` symbols, EOS last) at ``offsets[k] + k ... offsets[k] + k + n``
+            (the layout of :meth:`annotate`).
+
+        Raises:
+            CflError: a string outside the grammar's support (one line naming it).
+        """
+        device = torch.device("cpu") if device is None else torch.device(device)
+        nf = self.normal_form if device == self._device else normal_form(self.grammar, device)
+        tokens, offsets = tokens.to(device).long(), offsets.to(device).long()
+        lengths = offsets[1:] - offsets[:-1]
+        out = torch.zeros(tokens.numel() + lengths.numel(), self.num_symbols + 1,
+                          dtype=torch.float64, device=device)
+        for n in torch.unique(lengths).tolist():
+            strings = torch.nonzero(lengths == n).flatten()
+            per_chunk = max(1, LAW_CHUNK_CELLS // max(1, n * n * nf.num_nonterminals))
+            for chunk in torch.split(strings, per_chunk):
+                starts = offsets[chunk]
+                rows = starts[:, None] + torch.arange(n, device=device)[None, :]
+                batch = tokens[rows] if n else torch.zeros(len(chunk), 0, dtype=torch.long,
+                                                           device=device)
+                try:
+                    laws = next_symbol_laws(nf, batch, torch.full_like(chunk, n))
+                except CflError:
+                    raise _unsupported(nf, batch, chunk, n) from None
+                at = (starts + chunk)[:, None] + torch.arange(n + 1, device=device)[None, :]
+                out[at.reshape(-1)] = laws.reshape(-1, self.num_symbols + 1)
+        return out
+
+    # ------------------------------------------------------------------ events
+    def event_table(self, event: Any) -> Tensor:
+        """Refused in one line (:data:`NO_EVENTS`)."""
+        raise EventError(f"{event}: {NO_EVENTS}")
+
+    def event_location(self, event: Any) -> tuple[str, tuple[int, ...]]:
+        """Refused in one line (:data:`NO_EVENTS`)."""
+        raise EventError(f"{event}: {NO_EVENTS}")
+
+    def expected_occurrences(self) -> dict[str, float]:
+        """Empty: no events yet."""
+        return {}
+
+    def diagram(self) -> Any:
+        """Refused in one line: a grammar is not drawn as a state diagram."""
+        raise CflError("a pcfg is not drawn as a state diagram (print its rules instead)")
+
+
+def _unsupported(nf: NormalForm, batch: Tensor, chunk: Tensor, n: int) -> CflError:
+    """The one line for the first string of a chunk whose laws fail (found string by string)."""
+    for row, k in enumerate(chunk.tolist()):
+        try:
+            next_symbol_laws(nf, batch[row: row + 1], torch.tensor([n], device=batch.device))
+        except CflError:
+            break
+    else:  # pragma: no cover - the chunk failed, so one of its strings does
+        k = int(chunk[0])
+    return CflError(f"string {k} (length {n}) is outside the grammar's support, or its "
+                    "probability underflows float64 even rescaled (very long strings of a "
+                    "nearly critical grammar)")
+
+
+def load_pcfg(data: Mapping[str, Any], *, source: str | None = None) -> PCFG:
+    """The ``pcfg`` kind's loader (:meth:`PCFG.from_dict`)."""
+    return PCFG.from_dict(data, source=source)

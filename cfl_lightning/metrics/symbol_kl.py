@@ -1,0 +1,69 @@
+"""``SymbolKL``: the KL per string split by next symbol, for automata without position classes.
+
+A PCFG's next-symbol law depends on the whole prefix (no finite classes), so the decomposition
+by state and transition (:class:`~cfl_lightning.metrics.DecomposedKL`) does not exist for it. What
+does: with ``p`` the exact law at a position (a batch's ``target_probs``) and ``q`` the model's,
+
+.. math::
+    \\mathrm{KL}_\\text{string} = \\sum_\\text{positions} \\sum_s p(s) \\log\\tfrac{p(s)}{q(s)}
+    = \\sum_s \\mathrm{symbol}(s),
+
+each ``symbol(s)`` averaged over the strings fed to :meth:`SymbolKL.update` (weighted by their
+``weights`` when given). ``total`` equals the epoch's ``kl_per_string``
+(:class:`~cfl_lightning.metrics.EpochLoss`) on the same strings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from torch import Tensor
+from torchmetrics import Metric
+
+__all__ = ["SymbolKL"]
+
+
+class SymbolKL(Metric):
+    """Sums of ``p(s) log(p(s) / q(s))`` per symbol over real positions, and the string count.
+
+    Args:
+        num_symbols: ``S`` (the laws have ``S + 1`` entries, EOS last).
+        kwargs: passed to :class:`torchmetrics.Metric`.
+
+    ``compute()`` returns ``total`` (scalar) and ``symbol`` ``[S + 1]`` (float64, nats per
+    string; NaN without strings; ``+inf`` where the model gives 0 to a symbol the law can emit).
+    """
+
+    full_state_update = False
+    is_differentiable = False
+    higher_is_better = False
+
+    sums: Tensor
+    strings: Tensor
+
+    def __init__(self, num_symbols: int, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        f64 = torch.float64
+        self.add_state("sums", torch.zeros(num_symbols + 1, dtype=f64), dist_reduce_fx="sum")
+        self.add_state("strings", torch.zeros((), dtype=f64), dist_reduce_fx="sum")
+
+    def update(self, log_probs: Tensor, batch: Mapping[str, Tensor]) -> None:
+        """Add one batch (``target_probs``, ``mask``, optionally ``weights``)."""
+        p = batch["target_probs"].to(torch.float64)
+        mask = batch["mask"].bool()
+        q = log_probs.detach().to(torch.float64)
+        terms = torch.where(p > 0, p * (p.clamp_min(1e-300).log() - q), torch.zeros_like(p))
+        terms = terms * mask[..., None]
+        weights = batch.get("weights")
+        w = torch.ones(mask.shape[0], dtype=torch.float64, device=p.device) if weights is None \
+            else weights.to(device=p.device, dtype=torch.float64)
+        self.sums += (terms.sum(dim=1) * w[:, None]).sum(dim=0).to(self.sums)
+        self.strings += w.sum().to(self.strings)
+
+    def compute(self) -> dict[str, Tensor]:
+        """``total`` and ``symbol`` per string (see the class docstring)."""
+        nan = torch.full_like(self.sums, float("nan"))
+        symbol = torch.where(self.strings > 0, self.sums / self.strings.clamp_min(1), nan)
+        return {"total": symbol.sum(), "symbol": symbol}
