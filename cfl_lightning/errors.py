@@ -16,6 +16,7 @@ __all__ = [
     "RejectionExhaustedError",
     "OutputError",
     "SizeError",
+    "SupportError",
 ]
 
 
@@ -54,3 +55,18 @@ class OutputError(CflError):
 
 class SizeError(CflError):
     """A request would need more memory than is available (the message gives the estimate)."""
+
+
+class SupportError(CflError):
+    """A string of a corpus leaves the automaton's support (probability 0).
+
+    Attributes:
+        string: the string's index in its corpus (0-based).
+        position: the first position (0-based) where it leaves: a symbol's index, or the
+            string's length when it cannot end where it does.
+    """
+
+    def __init__(self, message: str, string: int, position: int) -> None:
+        super().__init__(message)
+        self.string = string
+        self.position = position

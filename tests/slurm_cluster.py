@@ -24,7 +24,8 @@ from pathlib import Path
 
 __all__ = ["BINARIES", "PARTITION", "cannot_start", "local_slurm", "node_line"]
 
-BINARIES = ("slurmctld", "slurmd", "sbatch", "squeue", "sinfo", "scancel", "munged", "mungekey")
+BINARIES = ("slurmctld", "slurmd", "sbatch", "squeue", "sinfo", "srun", "scancel", "munged",
+            "mungekey")
 PARTITION = "debug"
 
 

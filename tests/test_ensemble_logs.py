@@ -1,9 +1,12 @@
 """Every ensemble member logs as its own fit would: a W&B run and a CSV log (issue 39; slow).
 
-Two points trained as one ensemble job (``sweep --ensemble 2``) and one of them fitted alone
-(``sweep --limit 1``), with ``WANDB_MODE=offline``; each member's offline run (read back with
+Two points (dropout 0) trained as one ensemble job (``sweep --ensemble 2``) and each fitted
+alone (``sweep``), with ``WANDB_MODE=offline``; each member's offline run (read back with
 ``wandb leet inspect --json``) and ``metrics.csv`` are checked against the plain fit's keys:
-every epoch row holds exactly the plain fit's per-epoch keys.
+every epoch row holds exactly the plain fit's per-epoch keys. The values are checked against
+the plain fit of the same point, an independent computation (its own DecomposedKLCallback and
+ResultsWriter): the logged test ``kl_total`` (which a member logs from its results.json) and
+every epoch's ``val/kl_per_string``.
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ from tests.helpers import REPO, tiny_fit_grid
 
 pytestmark = pytest.mark.slow
 
-GRID = tiny_fit_grid("logs", "values: [0, 1]", "value: 30")
+GRID = tiny_fit_grid("logs", "values: [0, 1]", "value: 30").replace(
+    "command:\n", "  model.init_args.dropout:\n    value: 0.0\ncommand:\n"
+)  # dropout 0: each member trains as its plain fit
 WANDB_OWN = {"_runtime", "_step", "_timestamp"}
 
 
@@ -62,14 +67,19 @@ def test_each_ensemble_member_logs_a_wandb_run_and_a_csv_log_like_its_fit(tmp_pa
     (tmp_path / "grid.yaml").write_text(GRID)
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1",
            "WANDB_MODE": "offline", "CFL_LIGHTNING_CACHE": str(tmp_path / "cache")}
-    for out, extra in (("ensemble", ["--ensemble", "2"]), ("plain", ["--limit", "1"])):
+    for out, extra in (("ensemble", ["--ensemble", "2"]), ("plain", [])):
         proc = subprocess.run(
             [sys.executable, "-m", "cfl_lightning", "sweep", str(tmp_path / "grid.yaml"),
              "--output", str(tmp_path / out), *extra],
             cwd=REPO, env=env, capture_output=True, text=True, timeout=900,
         )
         assert proc.returncode == 0, proc.stderr[-3000:]
-    (plain_point,) = [p for p in (tmp_path / "plain").iterdir() if (p / "params.json").exists()]
+    plain_points = {
+        (p / "params.json").read_text(): p
+        for p in (tmp_path / "plain").iterdir() if (p / "params.json").exists()
+    }
+    assert len(plain_points) == 2
+    plain_point = min(plain_points.values())
     plain_history, plain_config = _wandb_run(plain_point)
     plain_keys = set().union(*plain_history)
     plain_epoch_keys = set().union(*(row for row in plain_history
@@ -95,14 +105,22 @@ def test_each_ensemble_member_logs_a_wandb_run_and_a_csv_log_like_its_fit(tmp_pa
         # every epoch: exactly the per-epoch keys of the plain fit (train/*, val/*, epoch)
         for row in epochs:
             assert set(row) == plain_epoch_keys, set(row) ^ plain_epoch_keys
+        # the values, against the plain fit of the same point (computed on its own)
+        plain = plain_points[(point / "params.json").read_text()]
+        plain_results = json.loads(next(plain.rglob("results.json")).read_text())
         final = next(row for row in history if "kl_total" in row)
-        assert final["kl_total"] == pytest.approx(results["kl_total"], rel=1e-12)
+        assert final["kl_total"] == pytest.approx(plain_results["kl_total"], rel=1e-4)
+        assert [row["val/kl_per_string"] for row in epochs] == pytest.approx(
+            [row["val/kl_per_string"] for row in _wandb_run(plain)[0]
+             if "val/kl_per_string" in row], rel=1e-4)
         # the sweep's parameters, in the config its fit logs
         assert {"data", "model_hparams", "model_class"} <= set(config) <= set(plain_config)
         assert config["data"]["num_strings"] == params["data.num_strings"]
         columns, rows = _csv(point)
         assert set(columns) <= set(plain_columns) and {"train/loss", "kl_total"} <= set(columns)
         assert sum(1 for row in rows if row.get("train/loss")) == results["epochs"]
+        (csv_total,) = [float(row["kl_total"]) for row in rows if row.get("kl_total")]
+        assert csv_total == pytest.approx(plain_results["kl_total"], rel=1e-4)
         # the CSV's per-epoch rows hold the plain fit's per-epoch columns, no more, no fewer
         member_csv_epoch = set().union(*(_filled(row) for row in rows if row.get("train/loss")))
         assert member_csv_epoch == plain_csv_epoch, member_csv_epoch ^ plain_csv_epoch

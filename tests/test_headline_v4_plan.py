@@ -49,3 +49,48 @@ def test_the_plan_tables_are_what_the_recomputation_gives():
         _, sds, mdes = found[model, reading, step]
         assert round(float(sds[2]), 3) == sd and round(float(mdes[2]), 3) == mde_value
         assert f"{sd:.3f}, {mde_value:.3f}" in PLAN
+
+
+def test_the_sweeps_and_plans_are_the_pages():
+    """The committed sweeps train the drawn topologies at the plan's counts, two trainings each,
+    arm B at the T the page states; the plan files load and name the page's contrasts."""
+    import yaml
+
+    from cfl_lightning.analysis.plan import load_plan
+
+    draw = load_script(REPO / "sweeps" / "headline" / "v4" / "draw.py")
+    v4 = REPO / "sweeps" / "headline" / "v4"
+    counts = set()
+    for name in ("causal_plain_ends", "causal_tokens_ends", "causal_plain_250", "causal_tokens_250"):
+        p = yaml.safe_load((v4 / f"{name}.yaml").read_text())["parameters"]
+        assert p["data.topology_seed"]["values"] == draw.topologies()
+        assert p["seed_everything"]["values"] == [0, 1]
+        assert p["data.weight_seed"]["value"] == 0 and p["data.event"]["value"] == "symbol:a"
+        got = p["data.count"].get("values") or [p["data.count"]["value"]]
+        counts.update(got)
+        if "tokens" in name:
+            assert p["data.tokens"]["value"] == draw.TOKENS == 10000 and "data.num_strings" not in p
+        else:
+            assert p["data.num_strings"]["value"] == 500
+    assert counts == set(draw.COUNTS)
+    assert "T = 10,000" in PLAN
+    corr = yaml.safe_load((v4 / "correlational.yaml").read_text())["parameters"]
+    assert corr["seed_everything"]["values"] == [0, 1]
+    assert len(corr["data.topology_seed"]["values"]) == 55
+    plain = load_plan(REPO / "docs" / "headline" / "plan_v4_plain.yaml")
+    tokens = load_plan(REPO / "docs" / "headline" / "plan_v4_tokens.yaml")
+    assert plain.repeats == tokens.repeats == "mean" and plain.control == tokens.control
+    assert [c.name for c in plain.contrasts][:4] == ["Q1", "Q1a", "Q1b", "D"]
+    assert [c.name for c in tokens.contrasts][0] == "Q2"
+
+
+def test_the_plan_file_gives_the_motivating_did_on_version_3():
+    """A check of the plan file's arithmetic (not a result of version 4)."""
+    from cfl_lightning.analysis.plan import evaluate_plan, load_plan
+    from cfl_lightning.analysis.records import load_jsonl
+
+    result = evaluate_plan(load_jsonl(REPO / "docs" / "headline" / "v3" / "results.jsonl"),
+                           load_plan(REPO / "docs" / "headline" / "plan_v4_plain.yaml"))
+    for model, value in (("LSTMLanguageModel", -0.092), ("TransformerLanguageModel", -0.180)):
+        est = result.contrasts[("kl_target_unweighted", model, "Q1")]
+        assert round(est.value, 3) == value and est.n == 32

@@ -10,7 +10,9 @@ registries, and every reference an entry holds resolves.
 
 from __future__ import annotations
 
+import copy
 import operator
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -18,9 +20,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from cfl_lightning.automata import PFSA, Event
+from cfl_lightning import kinds
+from cfl_lightning.automata import PFSA, Automaton, Event, expected_event_count, load_automaton
 from cfl_lightning.errors import CflError, EventError, InterventionError, PFSAError
 from cfl_lightning.kinds import (
+    AUTOMATON_KINDS,
+    AutomatonKind,
     EVENT_KIND_REGISTRY,
     GENERATOR_REGISTRY,
     INTERVENTION_KINDS,
@@ -29,6 +34,9 @@ from cfl_lightning.kinds import (
     GeneratorParam,
     InterventionKind,
     Registry,
+    automaton_kind,
+    event_kind,
+    event_table_ref,
     resolve,
 )
 from cfl_lightning.kinds.docs import (
@@ -39,6 +47,7 @@ from cfl_lightning.kinds.docs import (
     markdown_tables,
 )
 from cfl_lightning.kinds.interventions import INTERVENTIONS
+from cfl_lightning.kinds.registry import call
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -125,23 +134,113 @@ def test_registry_names_refuses_and_restores():
 def test_entries_refuse_bad_fields():
     with pytest.raises(InterventionError, match="unit must be one of"):
         InterventionKind("x", "x", takes_count=True, unit="bytes")
-    with pytest.raises(EventError, match="fields must be among"):
-        EventKind("x", ("colour",), "x")
+    for fields in (("no good",), ("kind",), ("a", "a"), ()):
+        with pytest.raises(EventError, match="fields must be distinct identifiers"):
+            EventKind("x", fields, "x")
+    assert EventKind("x", ("colour",), "x").form == "x:COLOUR"  # a new field: its own name
+
+
+def test_an_event_carries_its_kind_and_a_mapping_of_fields():
+    event = Event.parse("transition:q:a")
+    assert event.kind == "transition" and dict(event.fields) == {"state": "q", "symbol": "a"}
+    assert (event.state, event.symbol, event.stack) == ("q", "a", None)
+    assert hash(event) == hash(Event("transition", "q", "a")) and event != Event("transition", "q")
+    assert pickle.loads(pickle.dumps(event)) == event and copy.deepcopy(event) == event
+    with pytest.raises(AttributeError):
+        event.kind = "state"
+    with pytest.raises(TypeError):
+        event.fields["state"] = "r"
+    colour = EventKind("colour", ("colour",), "steps of a colour", tables={"pfsa": loop_table})
+    with EVENT_KIND_REGISTRY.registered(colour):
+        painted = Event.parse("colour:red")
+        assert painted == Event("colour", colour="red") and str(painted) == "colour:red"
+        assert dict(painted.fields) == {"colour": "red"} and painted.state is None
     with pytest.raises(PFSAError, match="type must be one of"):
         GeneratorParam("x", "text", None, "x")
     with pytest.raises(PFSAError, match="has no parameter 'q' \\(its parameters: p\\)"):
         TOY_GENERATOR(q=1)
 
 
-def test_every_reference_of_the_built_in_entries_resolves():
-    refs = [g.build for g in GENERATOR_REGISTRY]
-    refs += [r for k in EVENT_KIND_REGISTRY for r in (*k.tables.values(), k.locate) if r]
-    refs += [k.sampler for k in INTERVENTION_KINDS if k.sampler]
-    assert len(refs) == 6 + 7 + 4
-    for ref in refs:
-        assert callable(resolve(ref)), ref
+@pytest.fixture(scope="module")
+def built() -> dict:
+    """One automaton from every built-in generator, at its defaults."""
+    return {g.name: g(**{p.name: p.default for p in g.params}) for g in GENERATOR_REGISTRY}
+
+
+def test_every_generator_builds_a_registered_kind_that_its_loader_reads(built):
+    for automaton in built.values():
+        assert isinstance(automaton, Automaton)
+        assert call(automaton_kind(automaton.kind).loader, automaton.to_dict()) == automaton
+        assert load_automaton(automaton.to_dict()) == automaton
+    assert {a.kind for a in built.values()} == set(AUTOMATON_KINDS.names())
     with pytest.raises(ModuleNotFoundError):
         resolve("cfl_lightning.nowhere:f")  # the negative control: a bad reference fails
+
+
+def test_every_event_table_counts_what_the_automaton_expects(built):
+    """Every registered table (an automaton kind's own, or one an event kind brings) is called on
+    every built-in event of a PFSA and two pushdown automata; the expected count it gives is the
+    automaton's own (from its flows, computed without the tables)."""
+    registered = {(e, k.name) for k in AUTOMATON_KINDS for e in k.events}
+    registered |= {(e.name, a) for e in EVENT_KIND_REGISTRY for a in e.tables}
+    called = set()
+    for automaton in (built["parity"], built["dyck"], built["anbn"]):
+        visits = automaton.expected_class_visits()
+        probs = automaton.class_probs()[:, : automaton.num_symbols]
+        for text, expected in automaton.expected_occurrences().items():
+            event = Event.parse(text)
+            table = call(event_table_ref(event.kind, automaton.kind), event, automaton)
+            assert table.shape == probs.shape and table.dtype == torch.long, text
+            got = float((visits[:, None] * probs * table).sum())
+            assert got == pytest.approx(expected, rel=1e-9, abs=1e-12), text
+            called.add((event.kind, automaton.kind))
+    assert called == registered
+
+
+def test_every_locate_gives_the_events_place_in_the_decomposed_kl(built):
+    pfsa = built["parity"]
+    width = pfsa.num_symbols + 1
+    places = {"state": lambda e: ("state", pfsa.states.index(e.state)),
+              "symbol": lambda e: ("symbol", pfsa.alphabet.index(e.symbol)),
+              "transition": lambda e: ("transition", pfsa.states.index(e.state) * width
+                                       + pfsa.alphabet.index(e.symbol))}
+    located = set()
+    for text in pfsa.expected_occurrences():
+        event = Event.parse(text)
+        assert call(event_kind(event.kind).locate, event, pfsa) == places[event.kind](event)
+        located.add(event.kind)
+    assert located == {k.name for k in EVENT_KIND_REGISTRY if k.locate}
+
+
+@pytest.mark.parametrize("name,event", [("parity", "state:odd"), ("dyck", "push:(")])
+def test_every_intervention_sampler_meets_its_kind(built, name, event):
+    """Each built-in kind's sampler, called on a job, meets its own target (counts recounted from
+    the automaton's annotation), and is what ``sample_corpus`` runs."""
+    from cfl_lightning.sampling import SamplingJob, backend_for, check_request, sample_corpus
+
+    automaton, k = built[name], 8
+    natural = k * automaton.expected_occurrences()[event]
+    counts = {"exact": 2, "at_least": 2, "at_least_once": 3}  # below the natural total
+    assert natural > 4
+    for kind in INTERVENTION_KINDS:
+        n = counts.get(kind.name)
+        request = check_request(automaton, k, seed=1, intervention=kind.name, event=event,
+                                count=n)
+        gens = [torch.Generator().manual_seed(s) for s in (1, (1 + 0x9E3779B9) % 2**64)]
+        job = SamplingJob(backend_for(automaton), k, request.intervention, *gens)
+        corpus = call(kind.sampler, job)
+        classes = automaton.annotate(corpus.tokens, corpus.offsets)
+        owner = torch.repeat_interleave(torch.arange(k), corpus.lengths)
+        before = classes[torch.arange(corpus.tokens.numel()) + owner]
+        table = automaton.event_table(Event.parse(event))
+        hits = table[before, corpus.tokens]
+        recount = torch.zeros(k, dtype=torch.long).index_add_(0, owner, hits)
+        assert torch.equal(recount, corpus.counts), kind.name
+        if kind.takes_count:
+            assert kind.accepts(int(kind.realized(recount)), n), kind.name
+            assert not kind.accepts(int(kind.realized(recount)) + 1, n) or kind.name == "at_least"
+        same = sample_corpus(automaton, k, seed=1, intervention=kind.name, event=event, count=n)
+        assert torch.equal(same.tokens, corpus.tokens), kind.name
 
 
 def test_built_in_kinds_keep_their_behaviour():
@@ -168,6 +267,36 @@ def test_an_event_kind_without_a_pfsa_table_is_refused_in_one_line():
             event.function(two_state())
         with pytest.raises(EventError, match="no entry in the decomposed KL"):
             event.transition_index(two_state())
+
+
+def pop_table(event: Event, pda) -> torch.Tensor:
+    """A new event kind on pushdown automata: the steps that pop stack symbol ``X``."""
+    from cfl_lightning.automata import POP
+
+    x = pda.stack_alphabet.index(event.stack)
+    table = torch.zeros_like(pda.action)
+    table[:, x, :] = (pda.action[:, x, :] == POP).long()
+    return table.reshape(len(pda.class_names), pda.num_symbols)
+
+
+def test_a_new_event_kind_registered_for_pushdown_automata_is_counted_and_sampled(built):
+    """Every ``X`` pushed is popped before the end: ``pop:X`` occurs as often as ``push:X`` in
+    every string, and in expectation."""
+    from cfl_lightning.sampling import sample_corpus
+
+    dyck = built["dyck"]
+    pop = EventKind("pop", ("stack",), "steps that pop X", tables={"pushdown": pop_table})
+    with EVENT_KIND_REGISTRY.registered(pop):
+        expected = float(expected_event_count(dyck, Event.parse("pop:(")))
+        assert expected == pytest.approx(dyck.expected_occurrences()["push:("], rel=1e-9)
+        corpus = sample_corpus(dyck, 10, seed=2, intervention="exact", event="pop:(", count=7)
+        assert int(corpus.counts.sum()) == 7
+    classes = dyck.annotate(corpus.tokens, corpus.offsets)
+    owner = torch.repeat_interleave(torch.arange(10), corpus.lengths)
+    before = classes[torch.arange(corpus.tokens.numel()) + owner]
+    table = dyck.event_table(Event.parse("push:("))
+    recount = torch.zeros(10, dtype=torch.long).index_add_(0, owner, table[before, corpus.tokens])
+    assert torch.equal(recount, corpus.counts)  # as many pushes of ( as pops, string by string
 
 
 # ---------------------------------------------------------------------------- seen everywhere
@@ -315,3 +444,30 @@ def test_the_registries_and_the_analysis_labels_import_no_torch():
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          cwd=REPO, check=True)
     assert out.stdout.strip() == "False", out.stderr
+
+
+def test_the_design_docs_automaton_kind_example_is_the_registry_api(monkeypatch):
+    """docs/design.md's worked example (a ``pcfg`` kind): its table lists exactly the fields of
+    ``AutomatonKind``, and its registration call runs against the real API (the references are
+    imported on first use, so the PCFG's modules need not exist for it to register)."""
+    import dataclasses
+    import re as _re
+
+    text = (REPO / "docs" / "design.md").read_text(encoding="utf-8")
+    section = text[text.index("**A new automaton kind**"): text.index("**A new generator**")]
+    listed = _re.findall(r"^\| `(\w+)` \|", section, flags=_re.M)
+    assert listed == [f.name for f in dataclasses.fields(AutomatonKind)]
+    (block,) = _re.findall(r"```python\n(.*?)```", section, flags=_re.S)
+    seen: list[AutomatonKind] = []
+    monkeypatch.setattr(kinds, "register_automaton_kind", seen.append)  # the call, recorded
+    exec(block, {})
+    (kind,) = seen
+    assert kind.name == "pcfg" and kind.position_classes is False
+    assert set(kind.events) <= set(EVENT_KIND_REGISTRY.names())
+    for ref in (kind.loader, kind.backend, kind.estimate, *kind.events.values()):
+        assert isinstance(ref, str) and _re.fullmatch(r"cfl_lightning(\.\w+)+:\w+", ref), ref
+    with AUTOMATON_KINDS.registered(kind):
+        assert automaton_kind("pcfg") is kind
+        assert event_table_ref("symbol", "pcfg") == kind.events["symbol"]
+        with pytest.raises(EventError, match="push events need a pushdown automaton"):
+            event_table_ref("push", "pcfg")

@@ -407,3 +407,21 @@ def test_hparams_completion_is_needed():
             pass
 
     assert "lr_patience" not in Bare(num_symbols=3, param_budget=5_000).hparams
+
+
+@pytest.mark.slow  # builds the training CLI (imports and parses: seconds, cold)
+def test_under_lightningcli_the_hparams_are_its_parsed_init_args():
+    """LightningCLI's record of the call is kept as it is (every ``init_args`` key in its order,
+    and the instantiator that lets ``LanguageModel.load_from_checkpoint`` rebuild the subclass),
+    though the model is finished after its ``__init__``."""
+    from cfl_lightning.cli.train import build_cli
+
+    cli = build_cli(["--config", "configs/parity_starfree.yaml", "--data.cache_dir=none",
+                     "--model.init_args.lr=0.3"], run=False)
+    keys = list(cli.model.hparams)
+    assert keys[0] == "_class_path" and keys[-1] == "_instantiator"
+    assert keys[1:-1] == ["num_symbols", "param_budget", "num_layers", "hidden_size",
+                          *TRAINING_ARGS]
+    assert cli.model.hparams["lr"] == 0.3 and cli.model.hparams["_instantiator"].startswith(
+        "lightning.pytorch.cli")
+    assert cli.model.size_summary["num_parameters"] == cli.model.num_parameters > 0

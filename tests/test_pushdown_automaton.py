@@ -12,6 +12,7 @@ import copy
 import functools
 import json
 import math
+import re
 from collections import Counter
 
 import pytest
@@ -267,10 +268,49 @@ def test_event_errors():
     assert pda.event_location(parse_event("transition:q/[:]")) == ("transition", (s1 + 3,))
 
 
-def test_to_dot_and_device(small):
-    _, pda = small
+def _dot_expected(data) -> tuple[Counter, dict[str, str], str]:
+    """From the JSON form alone: each transition's edge ``(source, target, label)``, each
+    state's node shape, and the initial state."""
+    edges = Counter()
+    for arc in data["transitions"]:
+        action = "pop" if arc.get("pop") else (
+            f"push {arc['push']}" if arc.get("push") is not None else "keep")
+        top = "-" if arc["top"] is None else arc["top"]
+        label = f"{arc['symbol']}, {top}/{action} ({arc['weight']:.3g})"
+        edges[(arc["source"], arc["target"], label)] += 1
+    final = data.get("final", {})
+    shapes = {q: "doublecircle" if final.get(q, 0) > 0 else "circle" for q in data["states"]}
+    return edges, shapes, data["initial"]
+
+
+def _dot_parsed(dot: str) -> tuple[Counter, dict[str, str], str]:
+    edge = re.compile(r'^  ("[^"]*") -> ("[^"]*") \[label=(".*")\];$')
+    node = re.compile(r'^  ("[^"]*") \[shape=(\w+), label=')
+    edges, shapes, start = Counter(), {}, None
+    for line in dot.splitlines():
+        if m := edge.match(line):
+            edges[tuple(json.loads(g) for g in m.groups())] += 1
+        elif m := node.match(line):
+            shapes[json.loads(m.group(1))] = m.group(2)
+        elif line.startswith("  __start -> "):
+            start = json.loads(line[len("  __start -> "):].rstrip(";"))
+    return edges, shapes, start
+
+
+def test_to_dot_draws_every_transition_once_with_its_action_and_weight(small):
+    data, pda = small
     dot = pda.to_dot()
-    assert dot.startswith("digraph") and "/push " in dot or "/pop" in dot
+    assert dot.startswith("digraph pushdown {") and dot.endswith("}\n")
+    assert _dot_parsed(dot) == _dot_expected(data)
+    # negative control: one transition's action changed is seen
+    changed = {**data, "transitions": [dict(data["transitions"][0], push=None, pop=True),
+                                        *data["transitions"][1:]]}
+    if not data["transitions"][0].get("pop"):
+        assert _dot_parsed(dot) != _dot_expected(changed)
+
+
+def test_to_device(small):
+    _, pda = small
     assert pda.to("cpu") == pda and pda.to("cpu") is not pda
 
 

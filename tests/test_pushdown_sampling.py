@@ -19,12 +19,11 @@ from cfl_lightning.automata.pushdown import PushdownAutomaton
 from cfl_lightning.automata.pushdown_events import parse_event
 from cfl_lightning.automata.pushdown_generators import anbn_pda
 from cfl_lightning.errors import InterventionError
-from cfl_lightning.sampling.backend import backend_for
+from cfl_lightning.sampling import backend_for, sample_corpus
 from cfl_lightning.sampling.counts import CountLaw, split_exact
 from cfl_lightning.sampling.pushdown_backend import PushdownBackend, PushdownEventCounts
 from cfl_lightning.sampling.pushdown_conditioned import ConditionedWalk, generate_conditioned
 from cfl_lightning.sampling.pushdown_law import ExcursionSeries
-from cfl_lightning.sampling.pushdown_sampler import sample_pushdown_corpus
 from cfl_lightning.sampling.pushdown_series import ScaledSeries, combine, convolve
 from cfl_lightning.sampling.pushdown_tables import walk_tables
 from tests import pushdown_reference as ref
@@ -419,7 +418,7 @@ def _recount(pda: PushdownAutomaton, corpus, event: str) -> torch.Tensor:
 )  # fmt: skip
 def test_interventions_meet_their_targets(name, event, kind, n):
     pda, k = automaton(name), 20
-    corpus = sample_pushdown_corpus(pda, k, seed=4, intervention=kind, event=event, count=n)
+    corpus = sample_corpus(pda, k, seed=4, intervention=kind, event=event, count=n)
     assert len(corpus) == k
     recount = _recount(pda, corpus, event)  # also checks every string is in the support
     assert torch.equal(recount, corpus.counts)
@@ -429,28 +428,28 @@ def test_interventions_meet_their_targets(name, event, kind, n):
         assert int(recount.sum()) >= n
     else:
         assert int((recount > 0).sum()) == n
-    again = sample_pushdown_corpus(pda, k, seed=4, intervention=kind, event=event, count=n)
+    again = sample_corpus(pda, k, seed=4, intervention=kind, event=event, count=n)
     assert torch.equal(again.tokens, corpus.tokens) and torch.equal(again.offsets, corpus.offsets)
 
 
 def test_impossible_targets_are_refused():
     pda = automaton("bounded")
     with pytest.raises(InterventionError, match="at most 1"):
-        sample_pushdown_corpus(pda, 5, seed=0, intervention="exact", event="state:s0", count=6)
+        sample_corpus(pda, 5, seed=0, intervention="exact", event="state:s0", count=6)
     with pytest.raises(InterventionError, match="exceeds"):
-        sample_pushdown_corpus(
+        sample_corpus(
             pda, 5, seed=0, intervention="at_least_once", event="state:s0", count=6
         )
     every = anbn_pda(0.5, min_n=1)
     with pytest.raises(InterventionError, match="at least 1 occurrences"):  # a^n b^n, n >= 1
-        sample_pushdown_corpus(every, 3, seed=0, intervention="exact", event="symbol:a", count=0)
+        sample_corpus(every, 3, seed=0, intervention="exact", event="symbol:a", count=0)
     with pytest.raises(InterventionError, match="every string contains"):
-        sample_pushdown_corpus(
+        sample_corpus(
             every, 3, seed=0, intervention="at_least_once", event="symbol:a", count=1
         )
     anbn = automaton("anbn")
     with pytest.raises(InterventionError, match="non-negative"):
-        sample_pushdown_corpus(anbn, 1, seed=0, intervention="exact", event="state:B", count=-1)
+        sample_corpus(anbn, 1, seed=0, intervention="exact", event="state:B", count=-1)
 
 
 def test_backend_registered_and_law_window_certified():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,7 @@ from cfl_lightning.results import (
     type_problems,
     write_results,
 )
-from cfl_lightning.results.schema import TYPES
+from cfl_lightning.results.schema import TYPES, field
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL = dict(num_strings=30, val_strings=10, test_strings=20, device="cpu", cache_dir="none")
@@ -46,9 +47,30 @@ def test_reference_shows_the_schema():
     assert doc_table(section.replace("| `steps` |", "| `step` |")) != markdown_table()
 
 
-def test_fields_are_typed_and_unique():
-    assert len(set(RESULT_KEYS)) == len(RESULT_KEYS) == len(FIELDS)
-    assert all(f.type in TYPES and f.meaning for f in FIELDS)
+_DOC_ROW = re.compile(r"^\| `([^`]+)` \| (\w+) \|", re.M)
+
+
+def documented_keys(section: str) -> list[tuple[str, str]]:
+    """``(key, type)`` of every row of the reference's results.json table, read off the page."""
+    return _DOC_ROW.findall(doc_table(section))
+
+
+def test_every_documented_key_is_in_the_schema_and_every_key_documented():
+    """Read off the page independently of :func:`markdown_table` (which renders the doc):
+    the same keys, in file order, with the schema's types; keys are unique and each names its
+    own field."""
+    text = (REPO / "docs" / "reference.md").read_text(encoding="utf-8")
+    section = text.split("## results.json", 1)[1].split("\n## ", 1)[0]
+    documented = documented_keys(section)
+    assert [key for key, _ in documented] == list(RESULT_KEYS)
+    assert all(field(key).type == kind and kind in TYPES for key, kind in documented)
+    assert len(set(RESULT_KEYS)) == len(RESULT_KEYS)
+    assert all(field(f.name) is f and f.meaning for f in FIELDS)
+    # negative controls: a key missing from the page, or one the schema lacks, is caught
+    dropped = section.replace("| `steps` | integer |", "| steps | integer |")
+    assert "steps" not in [key for key, _ in documented_keys(dropped)]
+    extra = section.replace("| `steps` |", "| `steps_total` | integer | x | never |\n| `steps` |")
+    assert [key for key, _ in documented_keys(extra)] != list(RESULT_KEYS)
 
 
 def finished_results(tmp_path: Path, event: str | None = "state:odd") -> dict:
@@ -77,6 +99,13 @@ def test_a_written_file_satisfies_the_schema(tmp_path, event):
     assert list(data) == list(RESULT_KEYS)
     assert type_problems(data) == []
     assert has_results(tmp_path / "results.json")
+    # it round-trips: read back key by key with the schema's types, and written again the same
+    reader = FieldReader("results.json")
+    read = {key: reader.get(data, key) for key in RESULT_KEYS}
+    assert read == data
+    assert all(type(read[k]) is type(v) for k, v in data.items() if field(k).type != "number")
+    again = write_results(tmp_path / "again" / "results.json", data)
+    assert again.read_bytes() == (tmp_path / "results.json").read_bytes()
     # negative controls: each departure is named
     assert type_problems({**data, "steps": 1.5}) == ["steps: expected integer, got float"]
     assert type_problems({**data, "model": None}) == ["model is null (never null)"]
@@ -109,6 +138,12 @@ def test_the_reader_types_by_the_schema():
         reader.get({"kl": 3}, "kl")
     with pytest.raises(KeyError):
         reader.get(data, "not_a_key")
+    # booleans: as JSON, as text (W&B), missing; anything else named
+    assert [reader.get({"stopped_early": v}, "stopped_early")
+            for v in (True, False, "false", "True", None, "None")] == [
+        True, False, False, True, None, None]
+    with pytest.raises(CflError, match="stopped_early: expected a boolean or null, got 1"):
+        reader.get({"stopped_early": 1}, "stopped_early")
 
 
 @pytest.mark.parametrize(

@@ -6,9 +6,10 @@
   ``automata/``;
 * the PFSA as the protocol's first implementation (classes = states, annotate = the state walk,
   JSON ``kind``);
-* a toy second kind (a PFSA behind another ``kind``, registered for loading and sampling) runs
-  through sampling, the data module, the decomposed KL and ``results.json`` unchanged: nothing
-  above the core dispatches on the class.
+* a toy second kind (a PFSA behind another ``kind``, exposing the protocol's names only, one
+  registration for loading, sampling and events) runs through sampling, the data module, the
+  decomposed KL and ``results.json`` unchanged: nothing above the core dispatches on the class
+  or reads what only a PFSA has (the negative control plants such a read and sees it caught).
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ from cfl_lightning.automata import (
     random_pfsa,
     register_automaton_kind,
 )
-from cfl_lightning.errors import PFSAError
-from cfl_lightning.sampling import backend_for, register_backend, sample_corpus
+from cfl_lightning.errors import EventError, PFSAError
+from cfl_lightning.kinds import AUTOMATON_KINDS, AutomatonKind, automaton_kind
+from cfl_lightning.sampling import backend_for, sample_corpus
 from cfl_lightning.sampling.pfsa_backend import PFSABackend
 
 PACKAGE = Path(__file__).resolve().parents[1] / "cfl_lightning"
@@ -124,34 +126,124 @@ def test_load_automaton_dispatches_on_kind(tmp_path):
 
 
 class ToyAutomaton:
-    """A PFSA behind another kind: the protocol by delegation, nothing else."""
+    """A PFSA behind another kind: the protocol's names and nothing else, each one delegated
+    explicitly (no attribute forwarding), so a PFSA-only read above the core fails on it."""
 
     kind = "toy"
 
     def __init__(self, inner: PFSA) -> None:
-        self.inner = inner
+        self._inner = inner
         self.alphabet, self.source = inner.alphabet, inner.source
 
-    def __getattr__(self, name):  # num_symbols, eos, device, class_*, annotate, event_table...
-        return getattr(self.inner, name)
+    num_symbols = property(lambda self: self._inner.num_symbols)
+    eos = property(lambda self: self._inner.eos)
+    device = property(lambda self: self._inner.device)
+    class_label = property(lambda self: self._inner.class_label)
+    class_names = property(lambda self: self._inner.class_names)
 
     def to(self, device):
-        return ToyAutomaton(self.inner.to(device))
+        return ToyAutomaton(self._inner.to(device))
+
+    def class_probs(self):
+        return self._inner.class_probs()
+
+    def class_transitions(self):
+        return self._inner.class_transitions()
+
+    def expected_class_visits(self):
+        return self._inner.expected_class_visits()
+
+    def expected_length(self):
+        return self._inner.expected_length()
+
+    def annotate(self, tokens, offsets, device=None):
+        return self._inner.annotate(tokens, offsets, device)
+
+    def event_table(self, event):
+        return event.table(self)  # the toy kind's registered table
+
+    def expected_occurrences(self):
+        return self._inner.expected_occurrences()
+
+    def event_location(self, event):
+        return self._inner.event_location(event)
+
+    def diagram(self):
+        return self._inner.diagram()
+
+    def validate(self):
+        self._inner.validate()
 
     def to_dict(self):
-        return {**self.inner.to_dict(), "kind": "toy"}
+        return {**self._inner.to_dict(), "kind": "toy"}
 
-    @classmethod
-    def from_dict(cls, data, *, source=None):
-        data = {k: v for k, v in data.items() if k != "kind"}
-        return cls(PFSA.from_dict(data, source=source))
+    def to_json(self, path):
+        Path(path).write_text(json.dumps(self.to_dict()))
+
+
+
+def _load_toy(data, *, source=None) -> ToyAutomaton:
+    data = {k: v for k, v in data.items() if k != "kind"}
+    return ToyAutomaton(PFSA.from_dict(data, source=source))
+
+
+def _toy_table(event, toy):
+    return toy._inner.event_table(event)
+
+
+TOY_KIND = AutomatonKind(
+    "toy",
+    "a PFSA under another name",
+    loader=_load_toy,
+    backend=lambda toy: PFSABackend(toy._inner),
+    events={name: _toy_table for name in ("state", "symbol", "transition")},
+)
 
 
 @pytest.fixture
 def toy_kind():
-    register_automaton_kind("toy", ToyAutomaton.from_dict)
-    register_backend("toy", lambda toy: PFSABackend(toy.inner))
-    yield
+    with AUTOMATON_KINDS.registered(TOY_KIND):
+        yield
+    assert "toy" not in AUTOMATON_KINDS
+
+
+def _public(obj) -> set[str]:
+    return {n for n in dir(obj) if not n.startswith("_")}
+
+
+def test_the_toy_exposes_only_the_protocols_names():
+    protocol = _public(Automaton) | set(Automaton.__annotations__)
+    toy = ToyAutomaton(parity_starfree_pfsa(0.3))
+    assert _public(toy) == protocol
+    assert not hasattr(toy, "expected_visits") and not hasattr(toy, "next_state")  # no forwarding
+    assert "expected_visits" in _public(PFSA) - protocol  # the PFSA has more: the toy hides it
+
+
+def test_an_automaton_kind_is_registered_once(toy_kind):
+    with pytest.raises(PFSAError, match="automaton kind 'toy' is already registered"):
+        register_automaton_kind(TOY_KIND)
+    with pytest.raises(EventError, match="push event kind already has a table"):
+        register_automaton_kind(
+            AutomatonKind("pushdown", "again", loader=_load_toy,
+                          events={"push": _toy_table}), replace=True)
+    assert automaton_kind("pushdown").loader != _load_toy  # nothing replaced
+
+
+def test_a_kind_without_position_classes_is_refused_by_the_decomposed_kl(tmp_path):
+    """``position_classes=False`` in a registration (a PCFG's) is what the callback reads: the
+    same toy automaton is evaluated under a kind that has them and refused under one without."""
+    import dataclasses
+
+    from cfl_lightning.callbacks import DecomposedKLCallback
+
+    toy = ToyAutomaton(parity_starfree_pfsa(0.3))
+    flat = dataclasses.replace(TOY_KIND, position_classes=False)
+    with AUTOMATON_KINDS.registered(flat):
+        with pytest.raises(PFSAError, match="kind 'toy' have none") as err:
+            DecomposedKLCallback(automaton=toy).resolve(None)
+        assert "\n" not in str(err.value)
+    with AUTOMATON_KINDS.registered(TOY_KIND):
+        assert DecomposedKLCallback(automaton=toy).resolve(None) == (toy, None)
 
 
 def test_a_second_kind_samples_through_its_backend(toy_kind):
@@ -171,32 +263,54 @@ def test_an_unregistered_kind_has_no_sampler():
         backend_for(toy)
 
 
-def test_a_second_kind_trains_evaluates_and_writes_results(toy_kind, tmp_path):
+def _test_run(automaton, path) -> dict:
+    """``trainer.test`` of a bag-of-symbols model with the decomposed KL and the results writer,
+    on an exact intervention: the written ``results.json``."""
     import lightning as L
 
     from cfl_lightning.callbacks import DecomposedKLCallback, ResultsWriter
     from cfl_lightning.data import PFADataModule
     from tests.cli_models import Bag
 
-    a = parity_starfree_pfsa(0.3)
     args = dict(intervention="exact", event="state:odd", count=60, num_strings=40,
                 val_strings=10, test_strings=30, seed=0, cache_dir="none", device="cpu")
-    written = {}
-    for name, automaton in (("pfsa", a), ("toy", ToyAutomaton(a))):
-        dm = PFADataModule(automaton=automaton, **args)
-        assert dm.automaton.kind == name
-        writer = ResultsWriter(str(tmp_path / f"{name}.json"))
-        trainer = L.Trainer(callbacks=[DecomposedKLCallback(), writer], logger=False,
-                            enable_progress_bar=False, enable_model_summary=False,
-                            enable_checkpointing=False)
-        L.seed_everything(0, verbose=False)
-        trainer.test(Bag(2), datamodule=dm, verbose=False)
-        written[name] = json.loads(writer.written.read_text())
-    toy, pfsa = written["toy"], written["pfsa"]
+    dm = PFADataModule(automaton=automaton, **args)
+    assert dm.automaton.kind == automaton.kind
+    writer = ResultsWriter(str(path))
+    trainer = L.Trainer(callbacks=[DecomposedKLCallback(), writer], logger=False,
+                        enable_progress_bar=False, enable_model_summary=False,
+                        enable_checkpointing=False)
+    L.seed_everything(0, verbose=False)
+    trainer.test(Bag(2), datamodule=dm, verbose=False)
+    return json.loads(writer.written.read_text())
+
+
+def test_a_second_kind_trains_evaluates_and_writes_results(toy_kind, tmp_path):
+    a = parity_starfree_pfsa(0.3)
+    pfsa = _test_run(a, tmp_path / "pfsa.json")
+    toy = _test_run(ToyAutomaton(a), tmp_path / "toy.json")
     assert toy["automaton"]["kind"] == "toy"
     for key in ("kl_total", "kl", "kl_target", "realized_count", "occurrences",
                 "expected_occurrences", "test_visits"):
         assert toy[key] == pfsa[key], key
+
+
+def test_a_pfsa_only_read_in_the_pipeline_is_caught(toy_kind, tmp_path, monkeypatch):
+    """Negative control: plant a read of what only a PFSA has (its ``expected_visits``) in the
+    decomposed KL's targets; the PFSA still runs, the toy fails on it."""
+    import importlib
+
+    dkl = importlib.import_module("cfl_lightning.metrics.decomposed_kl")  # not the function
+
+    def pfsa_only(automaton):
+        probs = automaton.class_probs().double()
+        return probs, automaton.expected_visits().clamp_min(0).double()
+
+    monkeypatch.setattr(dkl, "class_tables", pfsa_only)
+    a = parity_starfree_pfsa(0.3)
+    assert _test_run(a, tmp_path / "pfsa.json")["kl_total"] > 0
+    with pytest.raises(AttributeError, match="expected_visits"):
+        _test_run(ToyAutomaton(a), tmp_path / "toy.json")
 
 
 def test_an_event_over_several_classes_sums_its_entries():

@@ -46,13 +46,15 @@ def _tool(folder: Path, name: str, body: str) -> None:
 
 @pytest.fixture
 def fake_slurm(tmp_path, monkeypatch):
-    """sbatch, squeue and sinfo on PATH (partition ``debug`` is the default); their calls logged."""
+    """sbatch, squeue, sinfo and srun on PATH (partition ``debug`` is the default); their calls
+    logged. Complete, so the quick lane passes on a machine without SLURM."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     _tool(bin_dir, "sinfo", 'case "$*" in *%L*) echo "30:00|1-00:00:00";; *) echo "debug*"; '
           'echo gpu;; esac')
     _tool(bin_dir, "sbatch", "echo Submitted batch job 7")
     _tool(bin_dir, "squeue", "true")
+    _tool(bin_dir, "srun", "true")  # submitit refuses to submit without one on PATH
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     (tmp_path / "grid.yaml").write_text(GRID)
     return bin_dir
@@ -111,13 +113,23 @@ def test_a_malformed_scheduler_yaml_is_one_line_exit_2_and_submits_nothing(
 # ----------------------------------------------------------------------- refusals
 
 
-def test_no_sbatch_on_path_is_one_line_exit_2(tmp_path, monkeypatch):
+def test_no_slurm_on_path_is_one_line_exit_2(tmp_path, monkeypatch):
     (tmp_path / "grid.yaml").write_text(GRID)
     monkeypatch.setenv("PATH", str(tmp_path / "nothing"))
     result = _sweep(tmp_path, "--executor", "slurm")
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
-    assert "no `sbatch` on PATH" in result.stderr
+    assert "no `sbatch`, `squeue`, `sinfo`, `srun` on PATH" in result.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_no_srun_on_path_is_one_line_exit_2_and_writes_nothing(tmp_path, fake_slurm):
+    """submitit runs each task under ``srun`` and refuses without it: checked before writing."""
+    (fake_slurm / "srun").unlink()
+    result = _sweep(tmp_path, "--executor", "slurm")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "no `srun` on PATH" in result.stderr
+    assert not (tmp_path / "out").exists()  # no .sweep.json, no point folders
+    assert not any(c.startswith("sbatch") for c in _calls(fake_slurm))
 
 
 def test_an_unknown_partition_is_refused_naming_the_known_ones(tmp_path, fake_slurm):
@@ -215,6 +227,20 @@ def test_status_of_a_local_run(tmp_path):
     with lock.lock_output(out):
         assert {p.name: s for s, p, _ in point_states(out)}["x2_bbbb"] == "running"
     assert run_cli("sweep", tmp_path / "none", "--status").returncode == 2
+
+
+def test_status_of_a_folder_that_is_no_sweep_is_one_line_exit_2(tmp_path):
+    folder = tmp_path / "photos"
+    (folder / "2026").mkdir(parents=True)
+    (folder / "notes.txt").write_text("x")
+    result = run_cli("sweep", folder, "--status")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert f"{folder}: not a sweep directory" in result.stderr and result.stdout == ""
+    result = run_cli("sweep", folder / "notes.txt", "--status")  # e.g. the sweep's YAML
+    assert result.returncode == 2 and "a file, not a sweep directory" in result.stderr
+    (folder / ".sweep.json").write_text('{"source": "grid.yaml", "config": null}')
+    result = run_cli("sweep", folder, "--status")  # negative control: a sweep's record
+    assert result.returncode == 0 and "0 points" in result.stdout
 
 
 # ----------------------------------------------------------------------- Lightning

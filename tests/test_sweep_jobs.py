@@ -142,6 +142,11 @@ for epoch in range(start, 4):
     with open(ckpt + ".tmp", "w") as f:
         json.dump({"epoch": epoch + 1}, f)
     os.replace(ckpt + ".tmp", ckpt)
+if any(a.get("data.count") == "refused" for _, a in members):  # the job's CLI refuses it
+    print("python -m cfl_lightning: error: --model: class 'my_models.GRULM': No module named "
+          "'my_models'", file=sys.stderr)
+    print("  (see 'python -m cfl_lightning --help' for the options)", file=sys.stderr)
+    sys.exit(2)
 if any(a.get("data.count") == "crash" for _, a in members):
     print("done " + members[0][0], flush=True)
     print("RuntimeError: CUDA error: out of memory", file=sys.stderr)
@@ -152,6 +157,8 @@ for name, args in members:
     if os.path.exists(os.path.join(out, "results.json")):
         print("done " + name, flush=True)  # never trained or written again
         continue
+    if args.get("data.count") == "alone":  # fitted on its own (as a plain LightningModule is)
+        print(f"alone {name}: model GRULM is not a LanguageModel", flush=True)
     if args.get("data.count") == "huge":
         print(f"FAILED {name}: SizeError: the corpus needs 80 GB, 2 GB available", flush=True)
         failed = True
@@ -232,6 +239,109 @@ def test_a_crashed_job_gives_each_unreported_member_its_own_error_line(
     assert log.startswith("# trained in ensemble job ") and "RuntimeError: CUDA error" in log
 
 
+def test_a_job_that_dies_on_its_arguments_gives_the_cause_not_the_help_hint(
+    tmp_path, capsys, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(jobs, "JOB_MODULE", "fake_job")
+    (tmp_path / "fast").touch()
+    path, out = _ensemble_sweep(tmp_path, ["refused"]), tmp_path / "out"
+    code, err = _run(["sweep", str(path), "--output", str(out), "--ensemble", "4"], capsys)
+    assert code == 1, err
+    lines = [line for line in err.splitlines() if "FAILED" in line]
+    cause = "--model: class 'my_models.GRULM': No module named 'my_models'"
+    assert len(lines) == 2 and all(f"its last error: {cause}); log: " in x for x in lines), err
+    assert not any("--help" in line for line in lines)
+    assert main(["sweep", str(out), "--status"]) == 0
+    status = capsys.readouterr().out
+    assert status.count(cause) == 2, status
+
+
+def test_members_fitted_on_their_own_are_said_once_on_the_sweeps_output(
+    tmp_path, capsys, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(jobs, "JOB_MODULE", "fake_job")
+    (tmp_path / "fast").touch()
+    path, out = _ensemble_sweep(tmp_path, ["alone"], seeds=[0, 1, 2]), tmp_path / "out"
+    code, err = _run(["sweep", str(path), "--output", str(out), "--ensemble", "4"], capsys)
+    assert code == 0 and "3 done" in err, err
+    notes = [line for line in err.splitlines() if line.startswith("not ensembled: ")]
+    assert len(notes) == 1, err  # once, not once per point
+    assert notes[0].startswith("not ensembled: model GRULM is not a LanguageModel; such points "
+                               "are trained one by one by the ordinary fit (first: ")
+    assert jobs.parse_alone_line("done x") is None
+    assert jobs.parse_member_line("alone x_1: why") is None  # never read as done or FAILED
+
+
+FAKE_CHECK = """\
+import json, os, sys
+points = json.load(sys.stdin)
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "checked.txt"), "a") as f:
+    f.write(json.dumps([p["name"] for p in points]) + "\\n")
+for point in points:
+    if "--model=my_models.GRULM" in point["args"]:
+        print(f"bad {point['name']}: --model: class 'my_models.GRULM': No module named "
+              "'my_models'")
+"""
+
+
+@pytest.mark.parametrize("ensemble", [[], ["--ensemble", "4"]], ids=["plain", "ensemble"])
+def test_a_dry_run_checks_each_point_and_names_the_bad_ones(
+    tmp_path, capsys, monkeypatch, ensemble
+):
+    from cfl_lightning.sweep import check
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(check, "CHECK_MODULE", "fake_check")
+    (tmp_path / "fake_check.py").write_text(FAKE_CHECK)
+    path = tmp_path / "grid.yaml"
+    path.write_text(
+        "method: grid\nparameters:\n  model:\n    values: [LSTMLanguageModel, my_models.GRULM]\n"
+        "  seed_everything:\n    values: [0, 1, 2]\n"
+        "command:\n" + "".join(f"  - {c}\n" for c in FIT)
+    )
+    out = tmp_path / "out"
+    code, err = _run(["sweep", str(path), "--output", str(out), "--dry-run", *ensemble], capsys)
+    assert code == 2, err
+    bad = [line for line in err.splitlines() if line.startswith("bad point ")]
+    assert len(bad) == 3 and all("GRULM_s" in line and line.endswith(
+        ": --model: class 'my_models.GRULM': No module named 'my_models'") for line in bad), err
+    assert "3 of 6 point(s) would stop before training" in err
+    (checked,) = [json.loads(x) for x in (tmp_path / "checked.txt").read_text().splitlines()]
+    assert len(checked) == 2  # one per setting: the seeds are not checked again
+    assert not out.exists()
+    # negative controls: --no-check prints only; a grid of good points passes
+    code, err = _run(["sweep", str(path), "--output", str(out), "--dry-run", "--no-check"],
+                     capsys)
+    assert code == 0 and "bad point" not in err and len((tmp_path / "checked.txt")
+                                                         .read_text().splitlines()) == 1
+    path.write_text(path.read_text().replace(", my_models.GRULM", ""))
+    code, err = _run(["sweep", str(path), "--output", str(out), "--dry-run", *ensemble], capsys)
+    assert code == 0 and "all 3 point(s) pass fit's checks" in err, err
+
+
+@pytest.mark.slow  # the training CLI's parser, in process (seconds)
+def test_the_checker_reads_each_point_as_fit_does(tmp_path):
+    from cfl_lightning.cli.check_points import check_point
+
+    config = str(REPO / "configs" / "parity_starfree.yaml")
+    root = f"--trainer.default_root_dir={tmp_path / 'run'}"
+    seen: dict = {}
+    assert check_point(["--config", config, root], seen) is None
+    assert check_point(["--config", config, "--model=my_models.GRULM", root], seen) == (
+        "--model: class 'my_models.GRULM': No module named 'my_models'")
+    assert "--data.num_string" in check_point(["--config", config, "--data.num_string=5", root],
+                                              seen)
+    assert "unknown state 'nosuch'" in check_point(
+        ["--config", config, "--data.event=state:nosuch", root], seen)
+    assert "intervention is 'none'" in check_point(
+        ["--config", config, "--data.intervention=none", root], seen)
+    assert "expected int" in check_point(["--config", config, "--trainer.max_epochs=x", root],
+                                         seen)
+    assert not (tmp_path / "run").exists()  # nothing written
+
+
 @pytest.mark.slow  # a runner process of its own (its imports take seconds on a loaded CPU)
 def test_killed_ensemble_sweep_resumes_its_jobs_from_their_checkpoints(
     tmp_path, capsys, monkeypatch
@@ -305,3 +415,30 @@ def test_real_ensemble_job_reports_an_impossible_member_alone(tmp_path):
     found = sorted((tmp_path / "out").rglob("results.json"))
     assert len(found) == 2
     assert {json.loads(f.read_text())["num_strings"] for f in found} == {30}
+
+
+@pytest.mark.slow  # two real fits in process (seconds each)
+def test_real_job_fits_a_plain_lightningmodule_alone_in_one_version_and_names_a_bad_class(
+    tmp_path, capsys
+):
+    """A plain LightningModule (as the README's GRULM) is fitted on its own: the job says so on
+    stdout, and its only version folder holds results.json (none with only hparams.yaml); a
+    member whose class does not import fails alone, naming the module."""
+    import io
+
+    from cfl_lightning.cli.ensemble_job import run_job
+    from tests.helpers import tiny_args
+
+    out = io.StringIO()
+    status = run_job([("bag", tiny_args(tmp_path / "bag", "--model=tests.cli_models.Bag")),
+                      ("bad", tiny_args(tmp_path / "bad", "--model=my_models.GRULM"))],
+                     stream=out)
+    lines = out.getvalue().splitlines()
+    assert status == {"bad": "--model: class 'my_models.GRULM': No module named 'my_models'",
+                      "bag": None}, lines
+    assert lines == ["alone bag: model Bag is not a LanguageModel",
+                     f"FAILED bad: {status['bad']}", "done bag"]
+    versions = sorted(p for p in (tmp_path / "bag").rglob("version_*") if p.is_dir())
+    assert [v.name for v in versions] == ["version_0"], versions
+    assert (versions[0] / "results.json").is_file()
+

@@ -259,6 +259,11 @@ if args.get("sleep"):
 if args.get("x") == "2":
     print("boom", file=sys.stderr)
     sys.exit(3)
+if args.get("x") == "7":  # fit's refusal: its one line, then a hint
+    print("python -m cfl_lightning fit: error: --model: class 'my_models.GRULM': No module "
+          "named 'my_models'", file=sys.stderr)
+    print("  (see 'python -m cfl_lightning fit --help' for the options)", file=sys.stderr)
+    sys.exit(2)
 os.makedirs(os.path.join(root, "logs", "version_0"), exist_ok=True)
 with open(os.path.join(root, "logs", "version_0", "results.json"), "w") as f:
     json.dump(dict(args, kl_total=0.5), f)
@@ -321,6 +326,35 @@ def test_runner_runs_points_reports_failures_and_resumes(tmp_path, capsys, monke
     assert points == ["x-1", "x-2", "x-3"]
     failed_dir = next(out.glob("x-2_*"))  # its first attempt was set aside, not overwritten
     assert "boom" in (failed_dir / ".attempts" / "1" / "run.log").read_text()
+
+
+def test_a_failed_point_and_its_status_carry_the_cause_not_the_help_hint(
+    tmp_path, capsys, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    path, out = fake_sweep(tmp_path, values=(1, 7)), tmp_path / "out"
+    code, err = run_main(["sweep", str(path), "--output", str(out)], capsys)
+    assert code == 1, err
+    (failed,) = [line for line in err.splitlines() if "FAILED" in line]
+    cause = "--model: class 'my_models.GRULM': No module named 'my_models'"
+    assert f"(exit 2: {cause}); log: " in failed, failed
+    code = exit_status(["sweep", str(out), "--status"])
+    status = capsys.readouterr().out
+    assert code == 0 and f"failed {failed.split()[2]}: exit 2: {cause}; log: " in status, status
+
+
+def test_the_error_line_of_a_log(tmp_path):
+    from cfl_lightning.sweep.logfile import error_line
+
+    log = tmp_path / "run.log"
+    log.write_text("# cmd\nTraceback (most recent call last):\n  File \"x.py\", line 1\n"
+                   "ModuleNotFoundError: No module named 'my_models'\nepoch 3 done\n# guard\n")
+    assert error_line(log) == "ModuleNotFoundError: No module named 'my_models'"
+    log.write_text("loading\nsome warning\n")  # no error stated: the last line, as before
+    assert error_line(log) == "some warning"
+    log.write_text("prog: error: bad\n  (see 'prog --help' for the options)\n")
+    assert error_line(log) == "bad"
+    assert error_line(tmp_path / "none.log") == ""
 
 
 def test_runner_limit_and_dry_run(tmp_path, capsys, monkeypatch):
@@ -432,7 +466,7 @@ def test_sweep_command_imports_no_lightning_or_wandb():
     code = (
         "import sys; from cfl_lightning.__main__ import main; "
         "rc = main(['sweep', 'sweeps/parity_starfree_causal_exact.yaml', '--output', "
-        "'/nonexistent/x', '--dry-run', '--limit', '1']); "
+        "'/nonexistent/x', '--dry-run', '--no-check', '--limit', '1']); "
         "assert rc == 0, rc; "
         "bad = [m for m in ('lightning', 'wandb', 'matplotlib') if m in sys.modules]; "
         "assert not bad, bad"

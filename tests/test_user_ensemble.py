@@ -2,8 +2,9 @@
 
 Without ``LanguageModel.stacked_network`` an ensemble runs each member's own forward (the loop
 engine); at dropout 0 every member must then train exactly as its own run: in process against
-a plain Lightning ``Trainer`` (quick), and end to end as one job of ``sweep --ensemble 4``
-against ``fit`` (slow).
+a plain Lightning ``Trainer`` (quick), and end to end under ``sweep --ensemble 4`` in a grid
+over learning rates and seeds against ``fit`` (slow). The GRU is the guide's
+(``docs/guide/models.md``, executed by ``tests/user_models.py``).
 """
 
 from __future__ import annotations
@@ -105,9 +106,17 @@ def test_a_model_whose_training_the_ensemble_does_not_reproduce_is_refused():
     with pytest.raises(NotEnsembleable, match="Linear is not a LanguageModel"):
         check_ensembleable(torch.nn.Linear(2, 2))
     model, dm = build(0, DATA[0])
+    own = _OwnStep(num_symbols=dm.num_symbols, dropout=0.0).double()
     with pytest.raises(NotEnsembleable, match="overrides LanguageModel.training_step"):
-        EnsembleLanguageModel([_OwnStep(num_symbols=dm.num_symbols)], [dm])
-    assert issubclass(_OwnStep, LanguageModel)
+        EnsembleLanguageModel([own], [dm])
+    # the refusal is the override's: the same model without it is an ensemble, and the override
+    # changes what a step optimizes (the ensemble would train it as LanguageModel does)
+    assert EnsembleLanguageModel([model], [dm]).num_members == 1
+    dm.setup("fit")
+    batch = next(iter(dm.train_dataloader()))
+    batch = {k: v.double() if v.is_floating_point() else v for k, v in batch.items()}
+    ours = LanguageModel.training_step(own, batch, 0)
+    assert float(own.training_step(batch, 0)) == pytest.approx(2 * float(ours))
 
 
 FIT = ["${env}", "${interpreter}", "-m", "cfl_lightning", "fit", "--config",
@@ -118,8 +127,11 @@ FIT = ["${env}", "${interpreter}", "-m", "cfl_lightning", "fit", "--config",
        "{save_dir: ., name: csv}}]", "${args}"]
 
 
-@pytest.mark.slow  # one ensemble job (a process of its own) and four plain fits
-def test_a_user_gru_trains_under_sweep_ensemble_4_as_one_job(tmp_path, monkeypatch):
+@pytest.mark.slow  # ensemble jobs (processes of their own) and four plain fits
+def test_a_user_gru_trains_under_sweep_ensemble_4_as_its_plain_fits(tmp_path, monkeypatch):
+    """The guide's GRU (no private call), in a grid whose points differ in learning rate and
+    seed, under ``sweep --ensemble 4``: every point trains as its plain ``fit`` (dropout 0), its
+    own learning rate, its true parameter count in results.json."""
     from cfl_lightning.__main__ import main
     from cfl_lightning.cli.train import main as fit_main
 
@@ -128,26 +140,37 @@ def test_a_user_gru_trains_under_sweep_ensemble_4_as_one_job(tmp_path, monkeypat
     monkeypatch.setenv("WANDB_MODE", "disabled")
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     grid = tmp_path / "grid.yaml"
-    grid.write_text("method: grid\nparameters:\n  seed_everything:\n    values: [0, 1, 2, 3]\n"
+    grid.write_text("method: grid\nparameters:\n  seed_everything:\n    values: [0, 1]\n"
+                    "  model.init_args.lr:\n    values: [0.02, 0.05]\n"
                     "command:\n" + "".join(f"  - {json.dumps(c)}\n" for c in FIT))
     out = tmp_path / "ens"
     assert main(["sweep", str(grid), "--output", str(out), "--ensemble", "4"]) == 0
-    (job,) = out.glob(".ensembles/*")  # one job, which trained its members as one ensemble
-    assert "not ensembled" not in (job / "job.log").read_text()
-    found = {json.loads(p.read_text())["seed"]: p for p in out.rglob("results.json")}
-    assert sorted(found) == [0, 1, 2, 3]
+    jobs = list(out.glob(".ensembles/*"))
+    assert jobs and all("not ensembled" not in (job / "job.log").read_text() for job in jobs)
+    found = {}
+    for path in out.rglob("results.json"):
+        init_args = json.loads(path.read_text())["config"]["model"]["init_args"]
+        found[(json.loads(path.read_text())["seed"], init_args["lr"])] = path
+    assert sorted(found) == [(0, 0.02), (0, 0.05), (1, 0.02), (1, 0.05)]
+    # the true count, by formula: embedding (S + 3 = 5 ids), GRU (3 gates), output (S + 1 = 3)
+    count = 5 * 12 + 3 * (12 * 12 + 12 * 12 + 12 + 12) + (12 * 3 + 3)
+    assert count == sum(p.numel() for p in GRULanguageModel(num_symbols=2).parameters())
     plain_args = FIT[5:-1]
-    for seed, ens in found.items():
+    for (seed, lr), ens in found.items():
         point = next(p for p in ens.parents if (p / "run.log").is_file())
         assert (point / "run.log").read_text().startswith("# trained in ensemble job ")
-        root = tmp_path / "plain" / str(seed)
+        root = tmp_path / "plain" / f"{seed}-{lr}"
         assert fit_main(["fit", *plain_args, f"--seed_everything={seed}",
+                         f"--model.init_args.lr={lr}",
                          f"--trainer.default_root_dir={root}"]) == 0
         (plain,) = root.rglob("results.json")
         a, b = json.loads(plain.read_text()), json.loads(ens.read_text())
         assert a["model"] == b["model"] and "GRULanguageModel" in json.dumps(a["model"])
-        for key in ("num_parameters", "seed", "automaton_id", "epochs", "steps",
-                    "test_visits", "stopped_early"):
+        assert a["num_parameters"] == b["num_parameters"] == count
+        for key in ("seed", "automaton_id", "epochs", "steps", "test_visits", "stopped_early"):
             assert a[key] == b[key], key
         assert b["kl_total"] == pytest.approx(a["kl_total"], rel=1e-4)
         assert b["best_val_loss"] == pytest.approx(a["best_val_loss"], rel=1e-5)
+    # negative control: the learning rate mattered
+    kl = {key: json.loads(path.read_text())["kl_total"] for key, path in found.items()}
+    assert kl[(0, 0.02)] != pytest.approx(kl[(0, 0.05)], rel=1e-3)

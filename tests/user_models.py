@@ -1,37 +1,26 @@
-"""A user's own ``LanguageModel`` (no stacked network), for the ensemble tests
-(``--model=tests.user_models.GRULanguageModel``)."""
+"""A user's own ``LanguageModel``, taken from the guide: the ``GRULanguageModel`` block of
+``docs/guide/models.md`` is executed here, so that the tests (in process, and
+``--model=tests.user_models.GRULanguageModel`` in ensemble jobs) run the documented code itself.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from pathlib import Path
 
-from torch import Tensor, nn
+GUIDE = Path(__file__).resolve().parents[1] / "docs" / "guide" / "models.md"
+_PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```", re.M | re.S)
 
-from cfl_lightning.models import LanguageModel
+
+def guide_block(containing: str) -> str:
+    """The one ```` ```python ```` block of the guide whose code contains ``containing``."""
+    found = [b for b in _PYTHON_BLOCK.findall(GUIDE.read_text()) if containing in b]
+    if len(found) != 1:
+        raise LookupError(f"{GUIDE}: {len(found)} python blocks contain {containing!r}, not 1")
+    return found[0]
 
 
-class GRULanguageModel(LanguageModel):
-    """Embedding -> dropout -> GRU -> dropout -> linear logits: written as a user would, with
-    no ``stacked_network`` (an ensemble runs each member's own forward)."""
+exec(compile(guide_block("class GRULanguageModel(LanguageModel)"), str(GUIDE), "exec"))
+GRULanguageModel = globals()["GRULanguageModel"]  # defined by the guide's block
 
-    def __init__(
-        self,
-        num_symbols: int = 2,
-        param_budget: int = 128_000,
-        num_layers: int = 1,
-        hidden_size: int = 12,
-        **training: Any,
-    ) -> None:
-        super().__init__(
-            num_symbols=num_symbols, param_budget=param_budget, num_layers=num_layers, **training
-        )
-        self.embedding = nn.Embedding(self.vocab_size, hidden_size)
-        self.gru = nn.GRU(hidden_size, hidden_size, num_layers, batch_first=True)
-        self.dropout = nn.Dropout(self.dropout_p)
-        self.output = nn.Linear(hidden_size, self.num_classes)
-        self._finish_init(hidden_size_actual=hidden_size)
-
-    def forward(self, input_ids: Tensor) -> Tensor:
-        """``[B, T]`` token ids -> ``[B, T, S+1]`` logits."""
-        hidden, _ = self.gru(self.dropout(self.embedding(input_ids)))
-        return self.output(self.dropout(hidden))
+__all__ = ["GRULanguageModel", "guide_block", "GUIDE"]

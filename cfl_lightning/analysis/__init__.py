@@ -6,8 +6,11 @@
   causal/correlational gap;
 * :mod:`cfl_lightning.analysis.pooling`: pooled targets (``symbol:*``): every event of a kind,
   reduced to one mean per automaton before any interval;
+* :mod:`cfl_lightning.analysis.control`: non-target controls (a run's other events of the
+  target's kind) and the target-minus-control difference ``did``;
 * :mod:`cfl_lightning.analysis.aggregate`: keep the best repeat, build causal and (binned)
   correlational curves with standard errors, 95% intervals and the gap;
+* :mod:`cfl_lightning.analysis.verdicts`: the decision rules of a plan's contrasts and claims;
 * :mod:`cfl_lightning.analysis.report`: the ``analyze`` pipeline (inputs, targets, export
   selection, curves, gap table) without the command line;
 * :mod:`cfl_lightning.analysis.plan` and :mod:`cfl_lightning.analysis.plan_table`: a plan file of
@@ -20,5 +23,6 @@ and the runner) are :mod:`cfl_lightning.sweep`.
 """
 
 __all__ = [
-    "records", "stats", "pooling", "aggregate", "report", "plan", "plan_table", "plot", "draw"
+    "records", "stats", "pooling", "control", "aggregate", "report", "plan", "verdicts",
+    "plan_table", "plot", "draw",
 ]

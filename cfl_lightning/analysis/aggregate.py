@@ -50,12 +50,13 @@ import math
 import os
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
 
 from cfl_lightning.analysis.binning import BINNINGS, assign, bin_edges
+from cfl_lightning.analysis.control import CONTROL_METRICS, control_of, did_summary
 from cfl_lightning.analysis.labels import gap_kind, interval_method, quantity_name, x_kind
 from cfl_lightning.analysis.pooling import cluster_means, is_pooled
 from cfl_lightning.analysis.records import (
@@ -70,6 +71,7 @@ from cfl_lightning.analysis.records import (
 from cfl_lightning.analysis.selection import (
     VisitSplit,
     best_of_repeats,
+    corpus_size,
     curve_key,
     default_targets,
     expand_correlational,
@@ -84,6 +86,9 @@ from cfl_lightning.analysis.stats import (
     too_wide,
 )
 from cfl_lightning.io import atomic_open
+
+#: the x axes of :func:`aggregate`: the count (the setting's own unit) or the training symbols
+X_AXES = ("count", "train_tokens")
 
 __all__ = [
     "RunRecord",
@@ -109,6 +114,7 @@ __all__ = [
     "gap_kind",
     "interval_method",
     "aggregate",
+    "X_AXES",
     "table_columns",
     "write_table",
 ]
@@ -165,6 +171,18 @@ class CurveRow:
     # read (:func:`cfl_lightning.analysis.stats.too_wide`)
     ci_method: str = "t"
     ci_wide: bool = False
+    # with a non-target control (``analyze --control non-target``,
+    # :mod:`cfl_lightning.analysis.control`): the mean over automata of the runs' controls, the
+    # target-minus-control difference ``did`` with its 95% t-interval, and the automata behind
+    # it (None: no control asked for)
+    control: float = _NAN
+    did: float = _NAN
+    did_ci_low: float = _NAN
+    did_ci_high: float = _NAN
+    did_n: int | None = None
+    # the independent unit of every interval: "automaton", or "seed" (training seeds of one
+    # automaton: ``analyze --unit seed``; such intervals do not generalize over automata)
+    unit: str = "automaton"
 
 
 def _metric(record: RunRecord, metric: str) -> float | None:
@@ -174,17 +192,17 @@ def _metric(record: RunRecord, metric: str) -> float | None:
 
 
 def _near(
-    pairs: Iterable[tuple[float, float, str]], count: float
+    pairs: Iterable[tuple[float, float, str, float | None]], count: float
 ) -> list[tuple[float, str]]:
     """(value, automaton) of the correlational pairs whose x lies in [count/GAP_FACTOR,
     count*GAP_FACTOR]."""
     low, high = count / GAP_FACTOR, count * GAP_FACTOR
-    return [(value, cluster) for x, value, cluster in pairs if low <= x <= high]
+    return [(value, cluster) for x, value, cluster, _ in pairs if low <= x <= high]
 
 
-def _clustered(items: Sequence[tuple[float, str]]) -> tuple[list[float], int]:
-    """(value, automaton) items -> one mean per automaton, and the number of items."""
-    return cluster_means([v for v, _ in items], [c for _, c in items])
+def _clustered(items: Sequence[tuple]) -> tuple[list[float], int]:
+    """(value, automaton, ...) items -> one mean per automaton, and the number of items."""
+    return cluster_means([i[0] for i in items], [i[1] for i in items])
 
 
 def aggregate(
@@ -196,8 +214,18 @@ def aggregate(
     targets: Sequence[str] | None = None,
     min_visits: int = 1,
     edges: Sequence[float] | None = None,
+    control: bool = False,
+    unit: str = "automaton",
+    x: str = "count",
 ) -> list[CurveRow]:
     """The curve points: causal per count, correlational per realized-count bin.
+
+    With ``x="train_tokens"`` (:data:`X_AXES`) the x axis is the training corpus's symbols
+    (results.json ``train_tokens``): each causal point (still one per count) sits at its runs'
+    mean ``train_tokens`` and spans their range, the correlational runs are binned on theirs,
+    runs without it are left out (counted as without a value) and no gap is computed (the gap
+    compares counts). Token-matched runs (``data.tokens``) form one curve per setting, whatever
+    K each chose (their rows' ``num_strings`` is None), on either axis.
 
     ``records`` should already be reduced with :func:`best_of_repeats`. Runs whose target the
     test strings visit fewer than ``min_visits`` times (:func:`split_by_visits`), runs without a
@@ -208,10 +236,18 @@ def aggregate(
     With ``edges`` (increasing), correlational runs are binned on ``[E_i, E_{i+1})`` exactly
     (e.g. the bins of a stratified design, :mod:`cfl_lightning.stratify`) and runs outside
     ``[E_0, E_k)`` are left out of the correlational curves; otherwise ``bins`` bins are placed by
-    ``binning``.
+    ``binning``. With ``control``, every row also gets the non-target control and ``did``
+    (:mod:`cfl_lightning.analysis.control`; the records carry their controls,
+    :func:`~cfl_lightning.analysis.control.with_controls`). ``unit`` names the independent unit
+    that the records' ``automaton_id`` stands for (``"automaton"``, or ``"seed"``: training seeds
+    of one automaton, :func:`~cfl_lightning.analysis.selection.seed_units`).
     """
     if metric not in METRICS:
         raise ValueError(f"unknown metric {metric!r}; expected one of {METRICS}")
+    if control and metric not in CONTROL_METRICS:
+        raise ValueError(f"a non-target control exists for {CONTROL_METRICS}, not {metric!r}")
+    if x not in X_AXES:
+        raise ValueError(f"unknown x axis {x!r}; expected one of {X_AXES}")
     records = [
         r for r in records if r.event is not None and (targets is None or r.event in targets)
     ]
@@ -219,12 +255,14 @@ def aggregate(
     missing: dict[tuple, int] = defaultdict(int)
     usable = []
     for r in split.kept:
-        if _metric(r, metric) is None:
+        if _metric(r, metric) is None or (x == "train_tokens" and r.train_tokens is None):
             missing[curve_key(r)] += 1
         else:
             usable.append(r)
-    points = _Points.of(usable, metric)
-    rows_of = _RowMaker(metric, split.excluded, dict(missing))
+    points = _Points.of(usable, metric, control, x)
+    rows_of = _RowMaker(
+        metric, split.excluded, dict(missing), control, unit, "" if x == "count" else x
+    )
     rows = _causal_rows(points, rows_of) + _binned_rows(points, rows_of, bins, binning, edges)
     rows.sort(key=lambda r: (r.target, r.model, r.setting, r.num_strings or 0, r.x))
     return rows
@@ -237,27 +275,32 @@ def aggregate(
 class _Points:
     """The usable runs' values, read into the curves they feed.
 
-    ``causal``: ``(event, model, setting, num_strings, count) -> [(value, automaton)]``;
+    ``causal``: ``(event, model, setting, num_strings, count) -> [(value, automaton, control)]``;
     ``corr``: ``(event, model, "correlational" | "correlational_strings", num_strings) -> [(x,
-    value, automaton)]`` (x: the realized count, or the realized strings on the strings axis);
+    value, automaton, control)]`` (x: the realized count, or the realized strings on the strings
+    axis; control: the run's non-target control, None where none was asked for or exists);
     ``kinds``: each event's :func:`gap_kind` over all its values. The automaton is the cluster
     of a pooled target's pairs.
     """
 
-    causal: dict[tuple, list[tuple[float, str]]]
-    corr: dict[tuple, list[tuple[float, float, str]]]
+    causal: dict[tuple, list[tuple[float, str, float | None]]]
+    corr: dict[tuple, list[tuple[float, float, str, float | None]]]
     kinds: dict[str, str]
+    # with ``x="train_tokens"``: each causal point's runs' train_tokens (else empty)
+    tokens: dict[tuple, list[int]] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, usable: Sequence[RunRecord], metric: str) -> _Points:
+    def of(
+        cls, usable: Sequence[RunRecord], metric: str, control: bool = False, x: str = "count"
+    ) -> _Points:
         """Read the runs, each with a value of ``metric``.
 
         A correlational run goes on the occurrences axis where causal runs of its target are
         drawn on it, or where no causal run of the target is given (a correlational-only
         analysis); on the strings axis where the target has at-least-once runs.
         """
-        causal: dict[tuple, list[tuple[float, str]]] = defaultdict(list)
-        corr: dict[tuple, list[tuple[float, float, str]]] = defaultdict(list)
+        causal: dict[tuple, list[tuple[float, str, float | None]]] = defaultdict(list)
+        corr: dict[tuple, list[tuple[float, float, str, float | None]]] = defaultdict(list)
         alo_events = {  # targets with causal runs on the strings axis (at_least_once)
             r.event
             for r in usable
@@ -271,25 +314,33 @@ class _Points:
             and x_kind(r.setting) == "occurrences"
         }
         values_of: dict[str, list[float]] = defaultdict(list)
+        tokens: dict[tuple, list[int]] = defaultdict(list)
         for r in usable:
             value = _metric(r, metric)
+            other = control_of(r, metric) if control else None
             values_of[r.event].append(value)
             if r.setting == "correlational":
                 on_occurrences = r.event in occurrence_events or r.event not in causal_events
+                if x == "train_tokens":
+                    corr[(r.event, r.model, "correlational", r.num_strings)].append(
+                        (r.train_tokens, value, r.automaton_id, other)
+                    )
+                    continue
                 if r.realized_count is not None and on_occurrences:
                     corr[(r.event, r.model, "correlational", r.num_strings)].append(
-                        (r.realized_count, value, r.automaton_id)
+                        (r.realized_count, value, r.automaton_id, other)
                     )
                 if r.realized_strings is not None and r.event in alo_events:
                     corr[(r.event, r.model, "correlational_strings", r.num_strings)].append(
-                        (r.realized_strings, value, r.automaton_id)
+                        (r.realized_strings, value, r.automaton_id, other)
                     )
             elif r.count is not None:
-                causal[(r.event, r.model, r.setting, r.num_strings, r.count)].append(
-                    (value, r.automaton_id)
-                )
+                key = (r.event, r.model, r.setting, corpus_size(r), r.count)
+                causal[key].append((value, r.automaton_id, other))
+                if x == "train_tokens":
+                    tokens[key].append(r.train_tokens)
         kinds = {event: gap_kind(metric, event, values) for event, values in values_of.items()}
-        return cls(dict(causal), dict(corr), kinds)
+        return cls(dict(causal), dict(corr), kinds, dict(tokens))
 
 
 # --------------------------------------------------------------------------- binning
@@ -300,14 +351,22 @@ def _causal_rows(points: _Points, rows_of: _RowMaker) -> list[CurveRow]:
     rows = []
     for (event, model, setting, k, count), values in points.causal.items():
         axis = "correlational_strings" if x_kind(setting) == "strings" else "correlational"
-        near = _near(points.corr.get((event, model, axis, k), ()), count)
         causal, pairs = _clustered(values)
         gap = None
+        did = [(v, c, a) for v, a, c in values]
+        spent = points.tokens.get((event, model, setting, k, count))
+        if spent:  # the train_tokens axis: at the runs' mean, spanning their range; no gap
+            where = np.asarray(spent, dtype=float)
+            x, lo, hi, median = where.mean(), where.min(), where.max(), np.median(where)
+            rows.append(rows_of(event, model, setting, k, float(x), float(lo), float(hi),
+                                (causal, pairs), float(median), None, did))
+            continue
+        near = _near(points.corr.get((event, model, axis, k), ()), count)
         if near:
             corr, near_pairs = _clustered(near)
             gap = (gap_interval(causal, corr, points.kinds[event]), near_pairs)
         x = float(count)
-        rows.append(rows_of(event, model, setting, k, x, x, x, (causal, pairs), x, gap))
+        rows.append(rows_of(event, model, setting, k, x, x, x, (causal, pairs), x, gap, did))
     return rows
 
 
@@ -325,6 +384,7 @@ def _binned_rows(
         x = np.array([p[0] for p in pairs], dtype=float)
         y = np.array([p[1] for p in pairs], dtype=float)
         cluster = np.array([p[2] for p in pairs], dtype=object)
+        controls = [p[3] for p in pairs]
         bounds = bin_edges(x, bins, binning) if edges is None else np.asarray(edges, float)
         index = assign(x, bounds)
         inside = (x >= bounds[0]) & (x < bounds[-1]) if edges is not None else True
@@ -343,6 +403,7 @@ def _binned_rows(
                     float(bounds[b + 1]),
                     cluster_means(y[members].tolist(), cluster[members].tolist()),
                     float(np.median(x[members])),
+                    did=[(y[i], controls[i], cluster[i]) for i in np.flatnonzero(members)],
                 )
             )
     return rows
@@ -360,6 +421,9 @@ class _RowMaker:
     metric: str
     excluded: dict[tuple, int]
     no_value: dict[tuple, int]
+    control: bool = False
+    unit: str = "automaton"
+    axis: str = ""  # the x axis when not the setting's own (``train_tokens``)
 
     def __call__(
         self,
@@ -373,9 +437,11 @@ class _RowMaker:
         clustered: tuple[Sequence[float], int],
         x_median: float,
         gap: Any = None,
+        did: Sequence[tuple[float, float | None, str]] = (),
     ) -> CurveRow:
         """The row of one point from ``(its automata's values, its pairs)``; ``gap`` is
-        ``(a gap_interval result, the correlational pairs)`` or None."""
+        ``(a gap_interval result, the correlational pairs)`` or None; ``did``: the point's
+        ``(value, control, automaton)`` pairs (read where a control was asked for)."""
         key = (event, model, "correlational" if setting.startswith("correlational") else setting, k)
         values, pairs = clustered
         method = interval_method(self.metric, event)
@@ -392,11 +458,15 @@ class _RowMaker:
                 gap_kind=gap.kind,
                 gap_pairs=gap_pairs,
             )
+        if self.control:
+            summary = did_summary(did)
+            gaps.update(control=summary.control, did=summary.did, did_ci_low=summary.low,
+                        did_ci_high=summary.high, did_n=summary.n)
         return CurveRow(
             event,
             model,
             setting,
-            x_kind(setting),
+            self.axis or x_kind(setting),
             k,
             x,
             lo,
@@ -414,18 +484,30 @@ class _RowMaker:
             pairs=pairs,
             ci_method=method,
             ci_wide=too_wide(method, low, high, n),
+            unit=self.unit,
             **gaps,
         )
 
 
 POOLED_COLUMNS = ("pairs", "gap_pairs")  # written only where a row is about a pooled target
+# written only where a control was asked for (``did_n`` not None)
+CONTROL_COLUMNS = ("control", "did", "did_ci_low", "did_ci_high", "did_n")
+UNIT_COLUMNS = ("unit",)  # written only where the unit is not the automaton
 
 
 def table_columns(rows: Sequence[CurveRow]) -> list[str]:
     """The CSV's columns: every :class:`CurveRow` field, less ``pairs``/``gap_pairs`` unless a
-    row is about a pooled target (for a single target they equal ``n``/``gap_n``)."""
-    pooled = any(is_pooled(r.target) for r in rows)
-    return [f.name for f in fields(CurveRow) if pooled or f.name not in POOLED_COLUMNS]
+    row is about a pooled target (for a single target they equal ``n``/``gap_n``), less the
+    control's columns without a control, and less ``unit`` where every interval is over
+    automata."""
+    left_out = set()
+    if not any(is_pooled(r.target) for r in rows):
+        left_out.update(POOLED_COLUMNS)
+    if all(r.did_n is None for r in rows):
+        left_out.update(CONTROL_COLUMNS)
+    if all(r.unit == "automaton" for r in rows):
+        left_out.update(UNIT_COLUMNS)
+    return [f.name for f in fields(CurveRow) if f.name not in left_out]
 
 
 def write_table(rows: Sequence[CurveRow], path: str | os.PathLike) -> None:

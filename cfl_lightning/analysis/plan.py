@@ -50,8 +50,20 @@ Options of a contrast (the re-analysis views, each labelled in the output):
   carries in effect), an explanation of the measure; under other measures the contrast is
   ``n/a``.
 
+* ``of: control`` or ``of: did`` (any contrast; needs the plan-level ``control: non-target``):
+  the contrast of the runs' non-target controls, or of ``did`` = target minus control, per run
+  (:mod:`cfl_lightning.analysis.control`), instead of the target's values (``of: target``, the
+  default); e.g. ``{name: DD, count_difference: [1000, 62], of: did, expect: below}``. Controls
+  and did are signed: a gap of them is a difference.
+
+A plan-level ``control: non-target`` (or ``analyze --plan P --control non-target``) gives every
+run its non-target control and adds, per measure and architecture, a table of the target, the
+control and ``did`` at each causal count (mean over automata, its interval).
 A plan-level ``level`` (default 0.95) sets every interval's coverage (``analyze --level``
 overrides it: a sensitivity check, the plan's own level being what it pre-registered).
+A plan-level ``repeats: mean`` keeps every training seed's run of a corpus (the best of each
+seed) instead of the best run of the corpus (``repeats: best``, the default), so that the
+per-automaton means average the trainings before any interval over automata.
 A plan-level ``per_run_view: true`` adds, per measure and architecture, the bins as the paper
 plots them (pairs weighted equally, mean +- 1 standard error).
 
@@ -73,6 +85,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from cfl_lightning.analysis.control import CONTROLS, OFS, value_of, with_controls
 from cfl_lightning.analysis.pooling import cluster_means
 from cfl_lightning.analysis.labels import causal_settings, x_kind
 from cfl_lightning.analysis.records import METRICS, SETTINGS, RunRecord
@@ -84,6 +97,7 @@ from cfl_lightning.analysis.stats import (
     no_gap,
     t_interval,
 )
+from cfl_lightning.analysis.verdicts import EQUIVALENCE_VERDICTS, combine, decide, direction
 from cfl_lightning.errors import CflError
 
 __all__ = [
@@ -104,7 +118,6 @@ __all__ = [
 
 EXPECTATIONS = ("above", "below", "nonzero", "equivalent")
 VERDICTS = ("reproduced", "not reproduced", "not resolved")
-EQUIVALENCE_VERDICTS = {"equivalent": "reproduced", "not equivalent": "not reproduced"}
 VIEWS = ("topology", "per_run")
 CONTRAST_KINDS = ("bin_difference", "count_difference", "gap")
 RULES = ("all", "any")
@@ -124,6 +137,7 @@ class Contrast:
     margin: float | None = None
     predicts: str | None = None
     reweight: bool = False
+    of: str = "target"
 
 
 @dataclass(frozen=True)
@@ -150,6 +164,8 @@ class Plan:
     claims: tuple[Claim, ...]
     per_run_view: bool = False
     level: float = LEVEL
+    control: str | None = None
+    repeats: str = "best"
 
 
 @dataclass(frozen=True)
@@ -187,6 +203,8 @@ class PlanResult:
     contrast_verdicts: dict[tuple[str, str, str], str]
     claim_verdicts: dict[tuple[str, str, str], str]
     per_run_bins: dict[tuple[str, str, float], tuple[float, float, int]] | None = None
+    # with a control: per (measure, model, count) the controls' and the did's means
+    controls: dict[tuple[str, str, float], tuple[Estimate, Estimate]] | None = None
 
 
 # --------------------------------------------------------------------------- reading
@@ -267,8 +285,12 @@ def _options(item: Mapping[str, Any], kind: str, expect: str, where: str) -> dic
     reweight = item.get("reweight")
     if reweight not in (None, "count") or (reweight and kind != "gap"):
         raise CflError(f"{where}: contrast {name}: reweight: count, on a gap only")
+    of = item.get("of", "target")
+    if of not in OFS or (reweight and of != "target"):
+        raise CflError(f"{where}: contrast {name}: of: expected one of {', '.join(OFS)} "
+                       f"(reweight: of the target only), got {of!r}")
     return {"view": view, "margin": None if margin is None else float(margin),
-            "predicts": predicts, "reweight": reweight == "count"}
+            "predicts": predicts, "reweight": reweight == "count", "of": of}
 
 
 def _claim(item: Any, names: set[str], where: str) -> Claim:
@@ -315,6 +337,16 @@ def parse_plan(data: Any, where: str = "plan") -> Plan:
     min_visits = data.get("min_visits", 1)
     if isinstance(min_visits, bool) or not isinstance(min_visits, int) or min_visits < 0:
         raise CflError(f"{where}: min_visits: expected an integer >= 0, got {min_visits!r}")
+    control = data.get("control")
+    if control is not None and control not in CONTROLS:
+        raise CflError(f"{where}: control: expected {' or '.join(CONTROLS)}, got {control!r}")
+    repeats = data.get("repeats", "best")
+    if repeats not in ("best", "mean"):
+        raise CflError(f"{where}: repeats: expected best or mean, got {repeats!r}")
+    needs = next((c for c in contrasts if c.of != "target"), None)
+    if needs is not None and control is None:
+        raise CflError(f"{where}: contrast {needs.name}: of: {needs.of} needs the plan's "
+                       f"control: {CONTROLS[0]}")
     return Plan(
         name=str(data.get("name", where)),
         target=target,
@@ -327,6 +359,8 @@ def parse_plan(data: Any, where: str = "plan") -> Plan:
         claims=tuple(_claim(c, set(names), where) for c in data.get("claims") or []),
         per_run_view=bool(data.get("per_run_view", False)),
         level=_level(data.get("level", LEVEL), where),
+        control=control,
+        repeats=repeats,
     )
 
 
@@ -334,50 +368,6 @@ def _level(value: Any, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.5 < value < 1:
         raise CflError(f"{where}: level: expected a coverage in (0.5, 1), got {value!r}")
     return float(value)
-
-
-# --------------------------------------------------------------------------- deciding
-
-
-def decide(estimate: Estimate, expect: str) -> str:
-    """The verdict of one contrast under its expectation (module docstring)."""
-    low, high, ref = estimate.low, estimate.high, estimate.reference
-    if not (math.isfinite(low) and math.isfinite(high)):
-        return "not resolved"
-    if expect == "equivalent":
-        assert estimate.inner is not None and estimate.bounds is not None
-        (lo90, hi90), (lo_m, hi_m) = estimate.inner, estimate.bounds
-        if lo_m <= lo90 and hi90 <= hi_m:
-            return "equivalent"
-        return "not equivalent" if low > ref or high < ref else "not resolved"
-    if expect == "nonzero":
-        return "reproduced" if low > ref or high < ref else "not resolved"
-    expected = low > ref if expect == "above" else high < ref
-    opposite = high < ref if expect == "above" else low > ref
-    return "reproduced" if expected else "not reproduced" if opposite else "not resolved"
-
-
-def direction(estimate: Estimate, predicts: str | None) -> str:
-    """A gap's side against a stated prediction: ``with``, ``against``, or ``–`` (no
-    prediction, or the interval holds "no gap")."""
-    low, high, ref = estimate.low, estimate.high, estimate.reference
-    if predicts is None or not (low > ref or high < ref):
-        return "–"
-    above = low > ref
-    return "with" if above == (predicts == "above") else "against"
-
-
-def combine(verdicts: Sequence[str], rule: str = "all") -> str:
-    """A claim's verdict from its contrasts' (module docstring); an equivalence contrast counts
-    as reproduced when equivalent and as not reproduced when not equivalent."""
-    verdicts = [EQUIVALENCE_VERDICTS.get(v, v) for v in verdicts]
-    if rule == "all":
-        if all(v == "reproduced" for v in verdicts):
-            return "reproduced"
-        return "not reproduced" if "not reproduced" in verdicts else "not resolved"
-    if "reproduced" in verdicts:
-        return "reproduced"
-    return "not reproduced" if all(v == "not reproduced" for v in verdicts) else "not resolved"
 
 
 # --------------------------------------------------------------------------- evaluating
@@ -412,16 +402,19 @@ class _Arms:
                 table.get(count, {}).items()}
 
 
-def _arms(records: Iterable[RunRecord], measure: str, causal: str) -> dict[str, _Arms]:
-    """Per model, the runs' values; a correlational run's x is its realized count, or (for an
-    at-least-once causal arm) its realized number of strings containing the target."""
+def _arms(
+    records: Iterable[RunRecord], measure: str, causal: str, of: str = "target"
+) -> dict[str, _Arms]:
+    """Per model, the runs' values (``of``: :func:`~cfl_lightning.analysis.control.value_of`); a
+    correlational run's x is its realized count, or (for an at-least-once causal arm) its
+    realized number of strings containing the target."""
     corr: dict[str, list] = defaultdict(list)
     nested = lambda: defaultdict(lambda: defaultdict(list))  # noqa: E731
     counts: dict[str, dict] = defaultdict(nested)
     reweighted: dict[str, dict] = defaultdict(nested)
     strings = x_kind(causal) == "strings"  # the causal kind counts strings (at_least_once)
     for r in records:
-        value = getattr(r, measure)
+        value = value_of(r, measure, of)
         if value is None:
             continue
         x = r.realized_strings if strings else r.realized_count
@@ -429,7 +422,8 @@ def _arms(records: Iterable[RunRecord], measure: str, causal: str) -> dict[str, 
             corr[r.model].append((float(x), value, r.automaton_id))
         elif r.setting == causal and r.count is not None:
             counts[r.model][float(r.count)][r.automaton_id].append(value)
-            if measure == "kl_target" and r.kl_target_unweighted is not None and r.num_strings:
+            if (measure == "kl_target" and of == "target" and r.kl_target_unweighted is not None
+                    and r.num_strings):
                 reweighted[r.model][float(r.count)][r.automaton_id].append(
                     r.kl_target_unweighted * r.count / r.num_strings)
     return {m: _Arms(corr.get(m, []), counts.get(m, {}), reweighted.get(m, {}))
@@ -489,12 +483,12 @@ def evaluate_plan(records: Iterable[RunRecord], plan: Plan) -> PlanResult:
 
     ``records`` are the runs read (any targets); the best repeat is kept per corpus and the runs
     about the plan's target (pooled: every event of its kind) are used, those whose target the
-    test strings visit fewer than ``min_visits`` times left out.
+    test strings visit fewer than ``min_visits`` times left out. With the plan's ``control``,
+    each run about a concrete event first gets its non-target control.
     """
     from cfl_lightning.analysis.aggregate import (
         best_of_repeats,
         expand_correlational,
-        gap_kind,
         split_by_visits,
     )
     from cfl_lightning.analysis.pooling import concrete_targets, pool_records
@@ -502,37 +496,64 @@ def evaluate_plan(records: Iterable[RunRecord], plan: Plan) -> PlanResult:
 
     records = list(records)
     events = concrete_targets([plan.target], known_events(records))
-    best = pool_records(best_of_repeats(expand_correlational(records, events)), [plan.target])
+    about = expand_correlational(records, events)
+    if plan.control is not None:
+        about = with_controls(about, plan.min_visits)
+    best = pool_records(best_of_repeats(about, plan.repeats), [plan.target])
     best = split_by_visits(best, plan.min_visits).kept
     if not best:
         raise CflError(f"no runs about the plan's target {plan.target}")
     out: dict[str, dict] = {
-        k: {} for k in ("bins", "counts", "contrasts", "cv", "claims", "per_run")
+        k: {} for k in ("bins", "counts", "contrasts", "cv", "claims", "per_run", "controls")
     }
     models = sorted({r.model for r in best})
+    ofs = {"target", *(c.of for c in plan.contrasts)}
+    if plan.control is not None:
+        ofs |= {"control", "did"}
     for measure in plan.measures:
-        kind = gap_kind(measure, plan.target, [getattr(r, measure) for r in best])
-        for model, arms in _arms(best, measure, plan.causal).items():
-            for low, high in zip(plan.bins, plan.bins[1:]):
-                out["bins"][(measure, model, low)] = _mean(*arms.bin(low, high), plan.level)
-                if plan.per_run_view:
-                    out["per_run"][(measure, model, low)] = mean_sem(arms.bin(low, high, True)[0])
-            for count in plan.counts:
-                values = arms.causal.get(count, {})
-                out["counts"][(measure, model, count)] = _mean(
-                    list(arms.at(count).values()), sum(len(v) for v in values.values()),
-                    plan.level,
-                )
-            for contrast in plan.contrasts:
-                key = (measure, model, contrast.name)
-                estimate = _contrast_value(arms, contrast, plan, kind, measure)
-                out["contrasts"][key] = estimate
-                out["cv"][key] = ("n/a" if contrast.reweight and measure != "kl_target"
-                                  else decide(estimate, contrast.expect))
-            for claim in plan.claims:
-                verdicts = [out["cv"][(measure, model, c)] for c in claim.contrasts
-                            if out["cv"][(measure, model, c)] != "n/a"]
-                out["claims"][(measure, model, claim.name)] = (
-                    combine(verdicts, claim.rule) if verdicts else "n/a")
+        arms = {of: _arms(best, measure, plan.causal, of) for of in sorted(ofs)}
+        for model in arms["target"]:
+            of_model = {of: table.get(model, _Arms([], {})) for of, table in arms.items()}
+            _evaluate_model(out, plan, measure, model, of_model, best)
     return PlanResult(plan, tuple(models), out["bins"], out["counts"], out["contrasts"],
-                      out["cv"], out["claims"], out["per_run"] if plan.per_run_view else None)
+                      out["cv"], out["claims"], out["per_run"] if plan.per_run_view else None,
+                      out["controls"] if plan.control is not None else None)
+
+
+def _evaluate_model(
+    out: dict[str, dict], plan: Plan, measure: str, model: str, arms: dict[str, _Arms],
+    best: Sequence[RunRecord],
+) -> None:
+    """One model's bins, counts, controls, contrasts and claims under ``measure``, into ``out``
+    (``arms``: its values per :data:`OFS` entry)."""
+    from cfl_lightning.analysis.aggregate import gap_kind
+
+    target = arms["target"]
+    for low, high in zip(plan.bins, plan.bins[1:]):
+        out["bins"][(measure, model, low)] = _mean(*target.bin(low, high), plan.level)
+        if plan.per_run_view:
+            out["per_run"][(measure, model, low)] = mean_sem(target.bin(low, high, True)[0])
+    for count in plan.counts:
+        out["counts"][(measure, model, count)] = _at(target, count, plan.level)
+        if plan.control is not None:
+            out["controls"][(measure, model, count)] = (
+                _at(arms["control"], count, plan.level), _at(arms["did"], count, plan.level))
+    kind = gap_kind(measure, plan.target, [getattr(r, measure) for r in best])
+    for contrast in plan.contrasts:
+        key = (measure, model, contrast.name)
+        signed = "difference" if contrast.of != "target" else kind  # controls are signed
+        estimate = _contrast_value(arms[contrast.of], contrast, plan, signed, measure)
+        out["contrasts"][key] = estimate
+        out["cv"][key] = ("n/a" if contrast.reweight and measure != "kl_target"
+                          else decide(estimate, contrast.expect))
+    for claim in plan.claims:
+        verdicts = [out["cv"][(measure, model, c)] for c in claim.contrasts
+                    if out["cv"][(measure, model, c)] != "n/a"]
+        out["claims"][(measure, model, claim.name)] = (
+            combine(verdicts, claim.rule) if verdicts else "n/a")
+
+
+def _at(arms: _Arms, count: float, level: float) -> Estimate:
+    """The mean over automata at a causal count, with the pairs behind it."""
+    values = arms.causal.get(count, {})
+    return _mean(list(arms.at(count).values()), sum(len(v) for v in values.values()), level)

@@ -40,15 +40,34 @@ def _pct(result: PlanResult) -> str:
     return f"{100 * result.plan.level:g}%"
 
 
+_OF = {"target": "", "control": " of the non-target control", "did": " of target - control"}
+
+
 def _what(contrast, estimate: Estimate) -> str:
     a = contrast.operands
     view = ", per-run view" if contrast.view == "per_run" else ""
+    of = _OF[contrast.of]
     if contrast.kind == "bin_difference":
-        return f"{contrast.name}: bin {a[0]:g} - bin {a[1]:g}{view}"
+        return f"{contrast.name}: bin {a[0]:g} - bin {a[1]:g}{of}{view}"
     if contrast.kind == "count_difference":
-        return f"{contrast.name}: N {a[0]:g} - N {a[1]:g} (paired)"
+        return f"{contrast.name}: N {a[0]:g} - N {a[1]:g}{of} (paired)"
     weight = ", causal re-weighted by N/K (explains the measure)" if contrast.reweight else ""
-    return f"{contrast.name}: gap at N {a[0]:g} ({estimate.kind}{view}{weight})"
+    return f"{contrast.name}: gap at N {a[0]:g}{of} ({estimate.kind}{view}{weight})"
+
+
+def _controls(result: PlanResult, measure: str, model: str, pooled: bool) -> list[str]:
+    """The target, its non-target control and did at each causal count (means over automata)."""
+    lines = ["", "non-target control (per run: the mean over the run's other events of the "
+             "target's kind with a test visit, EOS excluded); did = target - control", "",
+             f"| causal count | n | target | control | did | {_pct(result)} interval of did |",
+             "|---|---|---|---|---|---|"]
+    assert result.controls is not None
+    for count in result.plan.counts:
+        target = result.counts[(measure, model, count)]
+        control, did = result.controls[(measure, model, count)]
+        lines.append(f"| {count:g} | {_n(did, pooled)} | {number(target.value)} | "
+                     f"{number(control.value)} | {number(did.value)} | {interval(did)} |")
+    return lines
 
 
 def _expected(contrast, estimate: Estimate, level: float) -> str:
@@ -116,6 +135,8 @@ def format_plan(result: PlanResult) -> str:
             lines += _means(result, measure, model, pooled)
             if result.per_run_bins is not None:
                 lines += _per_run(result, measure, model)
+            if result.controls is not None:
+                lines += _controls(result, measure, model, pooled)
             lines += _contrasts(result, measure, model, pooled)
     if plan.claims:
         models = [_label(m) for m in result.models]

@@ -32,27 +32,40 @@ import os
 import re
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import NamedTuple
 
 from cfl_lightning.analysis.aggregate import DEFAULT_METRIC, CurveRow
 from cfl_lightning.analysis.labels import setting_label
-from cfl_lightning.analysis.plot_axes import log_floor, panel_axes, panel_means, y_scale
-from cfl_lightning.analysis.plot_marks import color_of, draw_curve, setting_rank
+from cfl_lightning.analysis.plot_axes import (
+    is_difference,
+    log_floor,
+    panel_axes,
+    panel_means,
+    y_scale,
+)
+from cfl_lightning.analysis.plot_marks import color_of, draw_curve, setting_rank, settle_labels
 from cfl_lightning.analysis.plot_text import (
     BOTH_ROWS_NOTE,
+    DID_QUANTITY,
     METRIC_LABELS,
     NOTE_PARTS,
     WIDE_NOTE,
+    did_label,
     legend_note,
     metric_label,
     model_label,
     target_title,
+    unit_note,
 )
 from cfl_lightning.io import atomic_open
 
 __all__ = [
     "plot_curves",
+    "Panel",
+    "did_rows",
+    "panel_ylabel",
     "target_title",
     "model_label",
     "metric_label",
@@ -68,6 +81,7 @@ __all__ = [
 
 FORMATS = ("png", "pdf", "svg")
 _X_ORDER = {"occurrences": 0, "strings": 1}
+_READING_ORDER = {"kl_target_unweighted": 0, "kl_target": 1, "kl_total": 2}
 
 
 def undrawable(rows: Sequence[CurveRow]) -> int:
@@ -102,46 +116,87 @@ def plot_curves(
     if not rows:
         raise ValueError("nothing to plot")
     models = sorted({r.model for r in rows})
-    grid = _Grid.of(rows, columns)
-    note = legend_note(rows, _figure_width(grid, models))
-    fig, axes = _figure(rows, models, grid, len(note))
+    readings = len({r.metric for r in rows}) > 1  # a panel per reading (``--metric both``)
+    drawn = [*rows, *did_rows(rows)]
+    grid = _Grid.of(drawn, columns, None if readings else metric)
+    note = legend_note(drawn, _figure_width(grid, models))
+    fig, axes = _figure(drawn, models, grid, len(note))
     handles: dict[tuple, tuple[str, object]] = {}
-    for row, col, (x_kind, target) in grid.placed:
-        curves = _panel_curves(rows, x_kind, target)
+    for row, col, panel in grid.placed:
+        curves = _panel_curves(drawn, panel, grid.metric)
         left = grid.panel_at(row, col - 1)
         _draw_panel(axes[row][col], curves, models, handles, logx=logx)
-        panel_axes(axes[row][col], x_kind, target, curves, metric=metric, logx=logx,
-                    left_target=None if left is None else left[1])
+        panel_axes(axes[row][col], panel.x_kind, panel.target, curves, metric=panel.metric,
+                   logx=logx, view=panel.view, reading=readings,
+                   left_label=None if left is None else panel_ylabel(left))
+    unit_title = unit_note(rows)
+    if unit_title:
+        title = f"{title}\n{unit_title}" if title else unit_title
     _legend(fig, models, handles, note)
     if title:
-        fig.suptitle(title, fontsize=12)
+        fig.suptitle(title, fontsize=12 if not unit_title else 10)
+    settle_labels(fig)
     _save(fig, path, fmt, dpi)
     return path
 
 
+class Panel(NamedTuple):
+    """One panel: the x axis, the target, the reading (metric) and ``view`` (``"value"``: the
+    measure; ``"did"``: the measure minus the non-target control)."""
+
+    x_kind: str
+    target: str
+    metric: str
+    view: str = "value"
+
+
+def did_rows(rows: Sequence[CurveRow]) -> list[CurveRow]:
+    """The rows with a non-target control as points of their ``did`` panel: y is ``did``, the
+    interval ``did_ci_low..did_ci_high`` (Student t), n the automata behind it."""
+    return [
+        replace(r, mean=r.did, sem=math.nan, n=r.did_n, ci_low=r.did_ci_low,
+                ci_high=r.did_ci_high, ci_method="t", ci_wide=False, quantity=DID_QUANTITY)
+        for r in rows if r.did_n
+    ]
+
+
+def _view(row: CurveRow) -> str:
+    return "did" if row.quantity == DID_QUANTITY else "value"
+
+
+def panel_ylabel(panel: Panel) -> str:
+    """The y label of a panel: the reading's (:func:`metric_label`), or its did's."""
+    label = metric_label(panel.metric, panel.target)
+    return did_label(label) if panel.view == "did" else label
+
+
 @dataclass(frozen=True)
 class _Grid:
-    """Where the panels go: ``(row, column, (x_kind, target))`` each, in drawing order."""
+    """Where the panels go: ``(row, column, Panel)`` each, in drawing order; ``metric``: every
+    panel's reading where the figure draws one (None: each row's own)."""
 
-    placed: list[tuple[int, int, tuple[str, str]]]
+    placed: list[tuple[int, int, Panel]]
     nrows: int
     ncols: int
+    metric: str | None = None
 
     @classmethod
-    def of(cls, rows: Sequence[CurveRow], columns: int) -> _Grid:
-        """One panel per (x axis, target), targets in natural order; each x axis (occurrences,
-        strings) starts a new row of at most ``columns`` panels."""
+    def of(cls, rows: Sequence[CurveRow], columns: int, metric: str | None = None) -> _Grid:
+        """One panel per (x axis, target, reading, view), targets in natural order, the
+        unweighted reading first; each x axis (occurrences, strings) and view (the measure, its
+        did) starts a new row of at most ``columns`` panels."""
         panels = sorted(
-            {(r.x_kind, r.target) for r in rows},
-            key=lambda p: (_X_ORDER.get(p[0], 9), _natural(p[1])),
+            {Panel(r.x_kind, r.target, metric or r.metric, _view(r)) for r in rows},
+            key=lambda p: (_X_ORDER.get(p.x_kind, 9), p.view != "value", _natural(p.target),
+                           _READING_ORDER.get(p.metric, 9)),
         )
-        kinds = dict.fromkeys(p[0] for p in panels)
-        groups = [[p for p in panels if p[0] == kind] for kind in kinds]
+        kinds = dict.fromkeys((p.x_kind, p.view) for p in panels)
+        groups = [[p for p in panels if (p.x_kind, p.view) == kind] for kind in kinds]
         ncols = max(1, min(columns, max(len(g) for g in groups)))
         placed = _layout(groups, ncols)
-        return cls(placed, max(row for row, _, _ in placed) + 1, ncols)
+        return cls(placed, max(row for row, _, _ in placed) + 1, ncols, metric)
 
-    def panel_at(self, row: int, col: int) -> tuple[str, str] | None:
+    def panel_at(self, row: int, col: int) -> Panel | None:
         """The panel at ``(row, col)``, or None where there is none."""
         return next((p for r, c, p in self.placed if (r, c) == (row, col)), None)
 
@@ -181,12 +236,15 @@ def _figure(
 
 
 def _panel_curves(
-    rows: Sequence[CurveRow], x_kind: str, target: str
+    rows: Sequence[CurveRow], panel: Panel, metric: str | None
 ) -> dict[tuple, list[CurveRow]]:
-    """The panel's rows per curve ``(model, setting, num_strings)``."""
+    """The panel's rows per curve ``(model, setting, num_strings)`` (``metric``: the figure's one
+    reading, or None: the rows of the panel's)."""
     curves: dict[tuple, list[CurveRow]] = defaultdict(list)
     for r in rows:
-        if r.x_kind == x_kind and r.target == target:
+        if (r.x_kind, r.target, _view(r)) == (panel.x_kind, panel.target, panel.view) and (
+            metric is not None or r.metric == panel.metric
+        ):
             curves[(r.model, r.setting, r.num_strings)].append(r)
     return curves
 
@@ -204,7 +262,7 @@ def _draw_panel(
     sizes = defaultdict(set)
     for _, setting, k in curves:
         sizes[setting].add(k)
-    scale, _ = y_scale(panel_means(curves).tolist())
+    scale, _ = y_scale(panel_means(curves).tolist(), is_difference(curves))
     floor = log_floor(curves.values()) if scale == "log" else None
     for (model, setting, k), points in sorted(curves.items(), key=_curve_order(models)):
         points.sort(key=lambda r: r.x)

@@ -14,22 +14,33 @@ from collections.abc import Sequence
 import numpy as np
 
 from cfl_lightning.analysis.aggregate import CurveRow
-from cfl_lightning.analysis.plot_text import X_LABELS, is_causal, metric_label, target_title
+from cfl_lightning.analysis.plot_text import (
+    DID_QUANTITY,
+    X_LABELS,
+    did_label,
+    is_causal,
+    metric_label,
+    reading_name,
+    target_title,
+)
 
-__all__ = ["y_scale", "panel_axes", "panel_means", "log_floor", "x_position", "x_extent",
-           "nice_bounds"]
+__all__ = ["y_scale", "panel_axes", "panel_means", "is_difference", "log_floor", "x_position", "x_extent",
+           "nice_bounds", "NICE_MANTISSAS"]
 
 _DECADES_LINEAR = 2.0  # signed values spanning at most this many decades get a linear axis
 
 
-def y_scale(means: Sequence[float]) -> tuple[str, float | None]:
+def y_scale(means: Sequence[float], difference: bool = False) -> tuple[str, float | None]:
     """The y axis for a panel's means: ``("log", None)``, ``("linear", None)`` or
     ``("symlog", linthresh)``.
 
-    Log when every finite mean is positive; otherwise linear when the nonzero magnitudes span at
+    Linear for a ``difference`` panel (target minus control: read against 0 on a linear axis).
+    Otherwise log when every finite mean is positive; linear when the nonzero magnitudes span at
     most two decades (or all are zero), else symmetric log, linear below the smallest nonzero
     magnitude (rounded down to a power of ten).
     """
+    if difference:
+        return "linear", None
     arr = np.asarray([m for m in means if math.isfinite(m)], dtype=float)
     if arr.size and (arr > 0).all():
         return "log", None
@@ -37,6 +48,11 @@ def y_scale(means: Sequence[float]) -> tuple[str, float | None]:
     if mags.size == 0 or math.log10(mags.max() / mags.min()) <= _DECADES_LINEAR:
         return "linear", None
     return "symlog", float(10.0 ** math.floor(math.log10(mags.min())))
+
+
+def is_difference(curves: dict[tuple, list[CurveRow]]) -> bool:
+    """Whether a panel draws target-minus-control differences (a did panel)."""
+    return any(r.quantity == DID_QUANTITY for c in curves.values() for r in c)
 
 
 def panel_means(curves: dict[tuple, list[CurveRow]]) -> np.ndarray:
@@ -52,16 +68,24 @@ def panel_axes(
     *,
     metric: str,
     logx: bool,
-    left_target: str | None,
+    left_label: str | None = None,
+    view: str = "value",
+    reading: bool = False,
 ) -> None:
-    """A panel's title, axis labels (no y label where the panel to the left has the same),
-    y scale (:func:`y_scale`), x scale and x limits (:func:`nice_bounds` of :func:`x_extent`:
-    a labelled tick at or beyond each end of what is drawn)."""
+    """A panel's title (with its reading where a figure draws both, ``reading``; a did panel's
+    says so), axis labels (no y label where the panel to the left, ``left_label``, has the
+    same), y scale (:func:`y_scale`), x scale and x limits (:func:`nice_bounds` of
+    :func:`x_extent`: a labelled tick at or beyond each end of what is drawn)."""
     suffix = " (strings containing it)" if x_kind == "strings" else ""
-    ax.set_title(target_title(target) + suffix, fontsize=11)
+    if reading:
+        suffix += f", {reading_name(metric)}"
+    if view == "did":
+        suffix += ", minus control"
+    ax.set_title(target_title(target) + suffix, fontsize=11 if len(suffix) < 20 else 9)
     ax.set_xlabel(X_LABELS.get(x_kind, x_kind), fontsize=9)
     ylabel = metric_label(metric, target)
-    if left_target is None or metric_label(metric, left_target) != ylabel:
+    ylabel = did_label(ylabel) if view == "did" else ylabel
+    if left_label is None or left_label != ylabel:
         ax.set_ylabel(ylabel, fontsize=9)
     _y_axis(ax, curves)
     extent = x_extent(curves, logx)
@@ -78,7 +102,7 @@ def _y_axis(ax: object, curves: dict[tuple, list[CurveRow]]) -> None:
     read), symmetric-log or linear with a zero line; a note in a
     panel without a finite value."""
     means = panel_means(curves)
-    scale, linthresh = y_scale(means.tolist())
+    scale, linthresh = y_scale(means.tolist(), is_difference(curves))
     if scale == "log":
         _log_y(ax)
         floor = log_floor(curves.values())
@@ -119,16 +143,65 @@ def x_extent(curves: dict[tuple, list[CurveRow]], logx: bool) -> tuple[float, fl
     return (float(arr.min()), float(arr.max())) if arr.size else None
 
 
-def nice_bounds(low: float, high: float) -> tuple[float, float]:
-    """For a log axis: the largest of 1, 2, 5 times a power of ten at or below ``low`` (> 0) and
-    the smallest at or above ``high``: the labelled ticks that enclose the panel's points."""
-    def steps(x: float) -> list[float]:
-        decade = 10.0 ** math.floor(math.log10(x))
-        return [m * decade * 10.0**k for k in (-1, 0, 1) for m in (1.0, 2.0, 5.0)]
+# the round numbers (times a power of ten) that may end a log x axis: at most a factor 4/3
+# apart, so an axis reaches at most that far past its points (1, 2, 5 left up to 2.5x empty:
+# data ending near 2,500 on an axis to 5,000, issue 51)
+NICE_MANTISSAS = (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0)
 
-    below = max(v for v in steps(low) if v <= low * (1 + 1e-9))
-    above = min(v for v in steps(high) if v >= high * (1 - 1e-9))
+
+def nice_bounds(low: float, high: float) -> tuple[float, float]:
+    """For a log axis: the largest round number (:data:`NICE_MANTISSAS` times a power of ten) at
+    or below ``low`` (> 0) and the smallest at or above ``high``: the labelled ticks that
+    enclose the panel's points."""
+    below = max(v for v in _nice_around(low) if v <= low * (1 + 1e-9))
+    above = min(v for v in _nice_around(high) if v >= high * (1 - 1e-9))
+    if below == above:  # one point on a round number: the round numbers on either side
+        below = max(v for v in _nice_around(low) if v < low * (1 - 1e-9))
+        above = min(v for v in _nice_around(high) if v > high * (1 + 1e-9))
     return below, above
+
+
+def _nice_around(x: float) -> list[float]:
+    """The round numbers (:data:`NICE_MANTISSAS`) of the decades around ``x``, ascending."""
+    decade = 10.0 ** math.floor(math.log10(x))
+    return [m * decade * 10.0**k for k in (-1, 0, 1) for m in NICE_MANTISSAS]
+
+
+def _free_ends(
+    ends: tuple[float, float], extent: tuple[float, float], counts: Sequence[float],
+    width: float, dpi: float,
+) -> tuple[float, float]:
+    """``ends`` moved outwards, one round number at a time (at most three), while an end's label
+    would overlap a causal count's (:func:`_crowds`; ``width``: the panel's width in pixels) and
+    the end of what is drawn (``extent``) is not itself a labelled count: every end of the drawn
+    points has a labelled tick at or beyond it."""
+    low, high = ends
+    counted_low = any(math.isclose(c, extent[0]) for c in counts)
+    counted_high = any(math.isclose(c, extent[1]) for c in counts)
+    for _ in range(3):
+        per_decade = width / math.log10(high / low)
+        moved = False
+        if not counted_low and _crowds(low, counts, per_decade, dpi):
+            low, moved = max(v for v in _nice_around(low) if v < low * (1 - 1e-9)), True
+        if not counted_high and _crowds(high, counts, per_decade, dpi):
+            high, moved = min(v for v in _nice_around(high) if v > high * (1 + 1e-9)), True
+        if not moved:
+            break
+    return low, high
+
+
+def _crowds(x: float, counts: Sequence[float], per_decade: float, dpi: float) -> bool:
+    """Whether the label of tick ``x`` would overlap a causal count's label (and is not one), on
+    a log axis of ``per_decade`` pixels a decade (label widths estimated from their length at
+    the tick font size)."""
+    point = dpi / 72.0
+    char = 0.6 * _TICK_FONT * point  # an average digit's width
+    for c in counts:
+        apart = abs(math.log10(x / c)) * per_decade
+        need = (len(_count_label(x)) + len(_count_label(c))) / 2 * char + 3 * point
+        if 0 < apart < need:
+            return True
+    return False
 
 
 _X_MARGIN = 0.03  # the x limits lie this fraction of the axis beyond the enclosing ticks
@@ -153,13 +226,14 @@ def _x_linear(ax: object, extent: tuple[float, float]) -> None:
 def _x_axis_log(
     ax: object, curves: dict[tuple, list[CurveRow]], extent: tuple[float, float] | None
 ) -> None:
-    """``--logx``: a log axis labelled at the causal counts and at the 1-2-5 ticks enclosing the
-    drawn points (:func:`nice_bounds`), or, with a zero count, linear up to 1 and logarithmic
+    """``--logx``: a log axis labelled at the causal counts and at the round numbers enclosing
+    the drawn points (:func:`nice_bounds`, moved out where their labels would overlap a count's,
+    :func:`_free_ends`), or, with a zero count, linear up to 1 and logarithmic
     beyond, from 0 to the decade at or above the highest point."""
     xs = np.array([x_position(r, True) for c in curves.values() for r in c], dtype=float)
     if extent is not None and xs.size and np.nanmin(xs) > 0:
         counts = sorted({r.x for c in curves.values() for r in c if is_causal(r)})
-        ends = nice_bounds(*extent)
+        ends = _free_ends(nice_bounds(*extent), extent, counts, ax.bbox.width, ax.figure.dpi)
         _log_x(ax, counts, ends)
         ax.set_xlim(ends[0] * (ends[1] / ends[0]) ** -_X_MARGIN,
                     ends[1] * (ends[1] / ends[0]) ** _X_MARGIN)
@@ -251,15 +325,7 @@ def _log_x(ax: object, counts: Sequence[float] = (), ends: Sequence[float] = ())
         low, high = ax.get_xlim()
         if low <= 0 or high <= low:
             return False
-        pixels_per_decade = ax.bbox.width / math.log10(high / low)
-        point = ax.figure.dpi / 72.0
-        char = 0.6 * _TICK_FONT * point  # an average digit's width
-        for c in counts:
-            apart = abs(math.log10(x / c)) * pixels_per_decade
-            need = (len(_count_label(x)) + len(_count_label(c))) / 2 * char + 3 * point
-            if 0 < apart < need:
-                return True
-        return False
+        return _crowds(x, counts, ax.bbox.width / math.log10(high / low), ax.figure.dpi)
 
     def major(x: float, pos: int | None = None) -> str:
         if x <= 0 or (x not in counts and crowds(x)):

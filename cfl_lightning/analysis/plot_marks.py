@@ -16,7 +16,13 @@ from cfl_lightning.analysis.labels import setting_order, setting_style
 from cfl_lightning.analysis.plot_axes import x_position
 from cfl_lightning.analysis.plot_text import HOLLOW_BELOW, is_causal
 
-__all__ = ["setting_rank", "color_of", "draw_curve"]
+__all__ = ["setting_rank", "color_of", "draw_curve", "settle_labels", "N_LABEL"]
+
+N_LABEL = "n-label"  # the gid of the n labels beside the points (:func:`settle_labels`)
+# where an n label may sit, in points from its point: beside it (its first spot, then the
+# other corners), then a line further up or down
+_SPOTS = ((1, 1), (1, -1), (-1, 1), (-1, -1), (1, 2), (1, -2), (-1, 2), (-1, -2))
+_MARKER_RADIUS = 2.5  # points: a marker's half width, kept clear of the labels
 
 _MODEL_COLORS = {"LSTMLanguageModel": "C0", "TransformerLanguageModel": "C3"}
 
@@ -62,7 +68,7 @@ def draw_curve(
         if math.isfinite(xi) and math.isfinite(yi):
             ax.annotate(
                 str(ni), (xi, yi), xytext=offset, textcoords="offset points", fontsize=6,
-                color=color, ha=align,
+                color=color, ha=align, gid=N_LABEL,
             )
     return Line2D([], [], linestyle=style, marker=marker, color=color, markersize=size)
 
@@ -132,3 +138,44 @@ def _draw_markers(
         markerfacecolor="white",
         markeredgecolor=color,
     )
+
+def _spots(offset: tuple[float, float], align: str) -> list[tuple[tuple[float, float], str]]:
+    """The spots an n label first placed at ``offset`` with ``align`` may move to, first its own
+    (:data:`_SPOTS`: the same side, the other row, the other side, one row further)."""
+    (dx, dy), step = offset, 13.0
+    other_dy = -9.0 if dy > 0 else 4.0
+    rows = {1: dy, -1: other_dy, 2: dy + step if dy > 0 else dy - step,
+            -2: other_dy + step if other_dy > 0 else other_dy - step}
+    flip = {"right": "left", "left": "right"}
+    return [((dx * side, rows[row]), align if side == 1 else flip.get(align, align))
+            for side, row in _SPOTS]
+
+
+def settle_labels(fig: object) -> None:
+    """Move each n label (gid :data:`N_LABEL`) that overlaps an earlier label or any point's
+    marker of its panel to the first free spot beside its point (:func:`_spots`; it stays where
+    it was if none is free).
+
+    Labels of points at nearly one count (a causal point and a bin at 1,000, two models' bins)
+    overlapped at their fixed offsets (issue 51). The figure is laid out (drawn) first, so the
+    labels' extents are those of the saved figure.
+    """
+    from matplotlib.transforms import Bbox
+
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    radius = _MARKER_RADIUS * fig.dpi / 72.0
+    for ax in fig.axes:
+        labels = [t for t in ax.texts if t.get_gid() == N_LABEL]
+        points = [ax.transData.transform(label.xy) for label in labels]
+        placed = [Bbox.from_extents(x - radius, y - radius, x + radius, y + radius)
+                  for x, y in points if np.isfinite(x) and np.isfinite(y)]
+        for label in labels:
+            spots = _spots(tuple(label.xyann), label.get_horizontalalignment())
+            for offset, align in [*spots, spots[0]]:
+                label.xyann = offset
+                label.set_horizontalalignment(align)
+                box = label.get_window_extent(renderer)
+                if not any(box.overlaps(other) for other in placed):
+                    break
+            placed.append(label.get_window_extent(renderer))

@@ -26,7 +26,26 @@ __all__ = [
     "legend_note",
     "is_causal",
     "correlational_in_both_rows",
+    "DID_QUANTITY",
+    "DID_NOTE",
+    "SEED_NOTE",
+    "did_label",
+    "reading_name",
+    "unit_note",
 ]
+
+# the quantity of a did panel's points (:func:`cfl_lightning.analysis.plot.did_rows`)
+DID_QUANTITY = "target minus non-target control"
+DID_NOTE = (
+    "lower row: the target minus its non-target control (per run, the mean over the run's other "
+    "events of the target's kind with a test visit), averaged per automaton; 0: the target "
+    "learnt no better than the rest of the corpus"
+)
+# the figure's title line where the intervals are over training seeds (``analyze --unit seed``)
+SEED_NOTE = (
+    "95% intervals over the training seeds of one automaton (n: seeds); they do not "
+    "generalize over automata"
+)
 
 # generic axis labels; :func:`metric_label` names the target's kind (state, transition, symbol)
 METRIC_LABELS = {
@@ -37,6 +56,7 @@ METRIC_LABELS = {
 X_LABELS = {
     "occurrences": "occurrences of the target in training",
     "strings": "training strings containing the target",
+    "train_tokens": "symbols in the training corpus (train_tokens)",
 }
 HOLLOW_BELOW = 3  # points resting on fewer automata get hollow markers
 # the legend note, one part per kind of mark (the bins' part only where there are bins)
@@ -91,6 +111,22 @@ def metric_label(metric: str, target: str | None = None) -> str:
     return f"{weight} × {name} (nats/string)"
 
 
+def did_label(label: str) -> str:
+    """A did panel's y label from its reading's (:func:`metric_label`)."""
+    return f"target − non-target control:\n{label}"
+
+
+def reading_name(metric: str) -> str:
+    """A panel title's name of the reading: ``unweighted``, ``p_π-weighted``, ``total KL``."""
+    return {"kl_target_unweighted": "unweighted", "kl_target": "p_π-weighted"}.get(
+        metric, METRIC_LABELS.get(metric, metric))
+
+
+def unit_note(rows: Sequence[CurveRow]) -> str:
+    """:data:`SEED_NOTE` where the intervals of ``rows`` are over training seeds, else ``""``."""
+    return SEED_NOTE if any(r.unit == "seed" for r in rows) else ""
+
+
 def legend_note(rows: Sequence[CurveRow], width: float) -> list[str]:
     """The legend's note, in lines that fit a figure ``width`` inches wide: what each mark is
     (:data:`NOTE_PARTS`; the bins' part where there are correlational bins; :data:`WIDE_NOTE`
@@ -100,6 +136,10 @@ def legend_note(rows: Sequence[CurveRow], width: float) -> list[str]:
              if i != 1 or any(not is_causal(r) for r in rows)]
     if any(r.ci_wide for r in rows):
         parts.append(WIDE_NOTE)
+    if any(r.quantity == DID_QUANTITY for r in rows):
+        parts.append(DID_NOTE)
+    if unit_note(rows):  # the unit is the training seed: say so in every part that counts
+        parts = [p.replace("automata", "training seeds") for p in parts]
     limit = max(30, int(width * _NOTE_CHARS_PER_INCH))
     lines: list[str] = []
     for part in parts:

@@ -30,6 +30,7 @@ from cfl_lightning.results import (
     ResultsFileError,
     automaton_id,
     read_results,
+    split_view,
     results_files,
 )
 
@@ -74,6 +75,11 @@ class RunRecord:
     repeats: int = 1
     # test positions at which the target is at stake (null: unknown, e.g. older results.json)
     target_test_visits: int | None = None
+    # symbols in the training corpus (null: unknown, e.g. results.json before train_tokens)
+    train_tokens: int | None = None
+    # the token target ``data.tokens`` of a token-matched run (its ``num_strings`` is the K
+    # chosen, which differs per run): such runs form one curve per target T, not per K
+    tokens: int | None = None
     # every event's (realized count, strings containing it) and (weighted, unweighted) KL, from
     # ``occurrences`` / ``kl`` / ``kl_unweighted``: lets one unconstrained run serve all targets
     occurrences: Mapping[str, tuple[int | None, int | None]] | None = field(
@@ -86,6 +92,11 @@ class RunRecord:
     test_visits: Mapping[str, int | None] | None = field(default=None, compare=False, repr=False)
     # what identifies the run's point (:func:`slim_config`); only kept for exports
     config: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+    # the run's non-target control, (weighted, unweighted): the mean over its other events of
+    # its target's kind (:mod:`cfl_lightning.analysis.control`); set by the analysis, never read
+    control: tuple[float | None, float | None] | None = field(
+        default=None, compare=False, repr=False
+    )
 
     @property
     def setting(self) -> str:
@@ -264,11 +275,21 @@ def record_from_results(data: Mapping[str, Any], source: str) -> RunRecord:
         realized_strings=reader.get(data, "realized_strings"),
         seed=_seed(data.get("seed"), reader),
         target_test_visits=visits,
+        train_tokens=reader.get(data, "train_tokens"),
+        tokens=_tokens(data.get("config")),
         occurrences=_occurrences(data.get("occurrences"), reader),
         target_kl=_target_kl(data.get("kl"), data.get("kl_unweighted"), reader),
         test_visits=_test_visits(data.get("test_visits"), reader),
         config=slim_config(data.get("config")),
     )
+
+
+def _tokens(config: Any) -> int | None:
+    """``data.tokens`` of a run's config (a token-matched run), else None."""
+    if not isinstance(config, Mapping):
+        return None
+    value = _lookup(config, "data.tokens")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _lookup(config: Mapping[str, Any], dotted: str) -> Any:
@@ -322,10 +343,11 @@ def record_from_wandb(
         "count": _lookup(config, "data.count"),
         "realized_count": get("realized_count"),
         "realized_strings": get("realized_strings"),
-        "num_strings": _lookup(config, "data.num_strings"),
+        "num_strings": get("train_strings") or _lookup(config, "data.num_strings"),
         "automaton_id": ident,
         "seed": _lookup(config, "seed_everything"),
         "target_test_visits": get("target_test_visits"),
+        "train_tokens": get("train_tokens"),
         "config": config,
     }
     for metric in METRICS:
@@ -377,6 +399,8 @@ def record_to_results(record: RunRecord, events: Iterable[str] | None = None) ->
         "kl_target_unweighted": record.kl_target_unweighted,
         "target_test_visits": record.target_test_visits,
     }
+    if record.train_tokens is not None:
+        out["train_tokens"] = record.train_tokens
     occurrences = kept(record.occurrences)
     if occurrences:
         out["occurrences"] = {
@@ -404,14 +428,33 @@ def record_to_results(record: RunRecord, events: Iterable[str] | None = None) ->
 # --------------------------------------------------------------------------- sources
 
 
-def load_results(directory: str | os.PathLike) -> tuple[list[RunRecord], list[str]]:
+def _split_record(
+    data: Mapping[str, Any], source: str, split: str
+) -> RunRecord | None:
+    """The record of ``data``'s ``split`` (:func:`~cfl_lightning.results.split_view`): None for
+    a run without that split (``"long"`` without ``long_test``)."""
+    try:
+        view = split_view(data, split)
+    except CflError as err:
+        raise CflError(f"{source}: {err}") from None
+    return None if view is None else record_from_results(view, source)
+
+
+def load_results(
+    directory: str | os.PathLike, *, split: str = "test"
+) -> tuple[list[RunRecord], list[str]]:
     """Every ``results.json`` below ``directory`` (outside a point's earlier attempts,
     :func:`~cfl_lightning.results.results_files`): the records and one problem line per skip
-    (unreadable, not JSON, a missing key or a wrong type; each names its file)."""
+    (unreadable, not JSON, a missing key or a wrong type, no such ``split``; each names its
+    file). ``split``: ``"test"`` (the test set's values) or ``"long"`` (the length split's)."""
     records, problems = [], []
     for path in results_files(directory):
         try:
-            records.append(record_from_results(read_results(path), str(path)))
+            record = _split_record(read_results(path), str(path), split)
+            if record is None:
+                problems.append(f"{path}: no {split} split (long_test is null)")
+            else:
+                records.append(record)
         except ResultsFileError as err:
             problems.append(f"{path}: {err}")
         except CflError as err:
@@ -419,8 +462,14 @@ def load_results(directory: str | os.PathLike) -> tuple[list[RunRecord], list[st
     return records, problems
 
 
-def load_jsonl(path: str | os.PathLike) -> list[RunRecord]:
+def load_jsonl(
+    path: str | os.PathLike, *, split: str = "test", problems: list[str] | None = None
+) -> list[RunRecord]:
     """The records of a JSON Lines file, one results object per line (blank lines skipped).
+
+    ``split``: ``"test"`` (the test set's values) or ``"long"`` (the length split's); a run
+    without it is named in ``problems`` when given (as :func:`load_results` does), an error
+    otherwise.
 
     Raises:
         CflError: a line is not JSON, not an object, lacks a required key or has a wrong type
@@ -437,7 +486,15 @@ def load_jsonl(path: str | os.PathLike) -> list[RunRecord]:
                     data = json.loads(line)
                 except json.JSONDecodeError as err:
                     raise CflError(f"{where}: not JSON ({err.msg}, column {err.colno})") from None
-                records.append(record_from_results(data, where))
+                if not isinstance(data, Mapping):
+                    record_from_results(data, where)  # raises, naming the problem
+                record = _split_record(data, where, split)
+                if record is not None:
+                    records.append(record)
+                elif problems is None:
+                    raise CflError(f"{where}: no {split} split (long_test is null)")
+                else:
+                    problems.append(f"{where}: no {split} split (long_test is null)")
     except UnicodeDecodeError as err:
         raise CflError(f"{os.fspath(path)}: not UTF-8 text ({err.reason})") from None
     return records

@@ -35,9 +35,11 @@ from cfl_lightning.analysis.aggregate import (
     for_target,
     split_by_visits,
 )
+from cfl_lightning.analysis.control import with_controls
 from cfl_lightning.analysis.plot import FORMATS, model_label
 from cfl_lightning.analysis.pooling import concrete_targets, covers, pool_records
 from cfl_lightning.analysis.records import RunRecord
+from cfl_lightning.analysis.selection import seed_units
 from cfl_lightning.errors import CflError
 
 __all__ = [
@@ -55,7 +57,11 @@ __all__ = [
     "export_selection",
     "build_curves",
     "gap_table",
+    "did_table",
+    "BOTH",
 ]
+
+BOTH = "both"  # ``--metric both``: the paper's two readings, a panel each
 
 _WANDB_PART = re.compile(r"[A-Za-z0-9_.-]+")
 
@@ -111,8 +117,10 @@ class Inputs:
     jsonl: list[str] = field(default_factory=list)
 
 
-def read_inputs(inputs: Sequence[str]) -> Inputs:
-    """Read every input (each checked by :func:`input_kind` before any is read).
+def read_inputs(inputs: Sequence[str], *, split: str = "test") -> Inputs:
+    """Read every input (each checked by :func:`input_kind` before any is read), the values of
+    ``split`` (``"test"``, or ``"long"``: the length split's; a run without it is skipped and
+    named; a W&B sweep has only ``"test"``).
 
     Raises:
         CflError: an input that does not exist, a bad ``.jsonl`` line, an unreadable W&B sweep.
@@ -122,10 +130,13 @@ def read_inputs(inputs: Sequence[str]) -> Inputs:
     records, problems, jsonl = [], [], []
     for kind, path in [input_kind(item) for item in inputs]:
         if kind == "dir":
-            found, skipped = load_results(path)
+            found, skipped = load_results(path, split=split)
         elif kind == "jsonl":
-            found, skipped = load_jsonl(path), []
+            skipped = []
+            found = load_jsonl(path, split=split, problems=skipped)
             jsonl.append(path)
+        elif split != "test":
+            raise CflError(f"{path}: a W&B sweep's runs hold the test split only (--split {split})")
         else:
             found, skipped = load_wandb_sweep(path)
         records += found
@@ -215,18 +226,35 @@ def build_curves(
     binning: str = "quantile",
     edges: Sequence[float] | None = None,
     min_visits: int = 1,
+    control: bool = False,
+    unit: str = "automaton",
+    x: str = "count",
+    repeats: str = "best",
 ) -> Curves:
     """The curves of ``targets`` (:func:`resolve_targets`) from the runs read.
 
+    With ``control``, each run about a concrete event gets its non-target control
+    (:func:`~cfl_lightning.analysis.control.with_controls`) and each row its ``did``. With
+    ``unit="seed"`` the runs must be of one automaton and every interval is over training seeds
+    (:func:`~cfl_lightning.analysis.selection.seed_units`). ``repeats``: ``best`` keeps the best
+    repeat of a corpus, ``mean`` one run per training seed, averaged per automaton
+    (:func:`~cfl_lightning.analysis.selection.best_of_repeats`).
+
     Raises:
-        CflError: no point to plot (the message says how many runs were left out, and why).
+        CflError: no point to plot (the message says how many runs were left out, and why), or
+            ``unit="seed"`` on runs of several automata.
     """
-    best = pool_records(best_of_repeats(expand_correlational(records, events)), targets)
+    if unit == "seed":
+        records = seed_units(records)
+    about_events = expand_correlational(records, events)
+    if control:
+        about_events = with_controls(about_events, min_visits)
+    best = pool_records(best_of_repeats(about_events, repeats), targets)
     about = [r for r in best if r.event in targets]
     split = split_by_visits(about, min_visits)
     rows = aggregate(
         best, metric=metric, bins=bins, binning=binning, targets=targets,
-        min_visits=min_visits, edges=edges,
+        min_visits=min_visits, edges=edges, control=control, unit=unit, x=x,
     )
     if not rows:
         valueless = sum(getattr(r, metric) is None for r in split.kept)
@@ -264,3 +292,38 @@ def gap_table(rows: Sequence[CurveRow]) -> str:
     widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() for line in table]
     return head + ":\n" + "\n".join(lines) + "\n"
+
+
+def did_table(rows: Sequence[CurveRow]) -> str:
+    """Text: every point's non-target control and ``did`` (target minus control) with its 95%
+    interval over automata (the rows' unit), causal points first; four decimals."""
+    from cfl_lightning.analysis.labels import causal_settings
+
+    shown = [r for r in rows if r.did_n is not None]
+    order = {s: i for i, s in enumerate(causal_settings())}
+    shown.sort(key=lambda r: (r.target, r.model, order.get(r.setting, 99), r.setting,
+                              r.num_strings or 0, r.x))
+    seeds = any(r.unit == "seed" for r in rows)
+    each, over = ("training seed", "training seeds") if seeds else ("automaton", "automata")
+    head = (
+        "non-target control: per run, the mean of the same measure over the run's other events "
+        "of the target's kind with a test visit (EOS excluded); did = target - control, averaged "
+        f"per {each} first, 95% t-interval over {over}; a causal point at its count N, a "
+        "correlational bin at its mean x\n"
+    )
+    table = [("target", "model", "setting", "x", "target mean", "control", "did",
+              "95% interval", "n")]
+    for r in shown:
+        table.append((
+            r.target, model_label(r.model), r.setting, f"{r.x:g}", _cell(r.mean),
+            _cell(r.control), _cell(r.did), f"[{_cell(r.did_ci_low)}, {_cell(r.did_ci_high)}]",
+            str(r.did_n),
+        ))
+    widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() for line in table]
+    return head + "\n".join(lines) + "\n"
+
+
+def _cell(value: float) -> str:
+    """Four decimals, signed; ``-`` without a value."""
+    return f"{value:+.4f}" if math.isfinite(value) else "-"

@@ -9,24 +9,42 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from cfl_lightning.analysis.records import RunRecord, known_contribution
+from cfl_lightning.errors import CflError
 
 __all__ = [
     "best_of_repeats",
+    "REPEATS",
     "for_target",
     "default_targets",
     "expand_correlational",
     "curve_key",
+    "corpus_size",
     "VisitSplit",
     "split_by_visits",
+    "UNITS",
+    "seed_units",
 ]
 
+# the independent unit of the intervals: automata (the default), or the training seeds of one
+# automaton (``analyze --unit seed``)
+UNITS = ("automaton", "seed")
 
-def best_of_repeats(records: Iterable[RunRecord]) -> list[RunRecord]:
-    """The lowest-``kl_total`` run per (automaton, model, intervention, target, count, size).
+
+#: how repeats of one corpus (same automaton, model, intervention, target, count and size) are
+#: reduced: ``best`` keeps the lowest ``kl_total``; ``mean`` keeps one run per training seed
+#: (the best of each seed), so that the per-automaton means average the trainings
+REPEATS = ("best", "mean")
+
+
+def best_of_repeats(records: Iterable[RunRecord], repeats: str = "best") -> list[RunRecord]:
+    """The lowest-``kl_total`` run per (automaton, model, intervention, target, count, size), and
+    with ``repeats="mean"`` per training seed too (:data:`REPEATS`).
 
     Runs without a finite ``kl_total`` lose to any run with one; ``repeats`` of the kept record is
     the group size.
     """
+    if repeats not in REPEATS:
+        raise ValueError(f"unknown repeats {repeats!r}; expected one of {REPEATS}")
     groups: dict[tuple, list[RunRecord]] = defaultdict(list)
     for record in records:
         key = (
@@ -36,6 +54,7 @@ def best_of_repeats(records: Iterable[RunRecord]) -> list[RunRecord]:
             record.event,
             record.count,
             record.num_strings,
+            record.seed if repeats == "mean" else None,
         )
         groups[key].append(record)
     best = []
@@ -110,9 +129,15 @@ def expand_correlational(records: Iterable[RunRecord], targets: Sequence[str]) -
     return out
 
 
+def corpus_size(record: RunRecord) -> int | None:
+    """The corpus size a run's curve is drawn at: its training strings, or None for a
+    token-matched run (``data.tokens``: K is chosen per run, so it names no curve)."""
+    return record.num_strings if record.tokens is None else None
+
+
 def curve_key(record: RunRecord) -> tuple[str | None, str, str, int | None]:
-    """The curve a run belongs to: (target, model, setting, training strings)."""
-    return (record.event, record.model, record.setting, record.num_strings)
+    """The curve a run belongs to: (target, model, setting, :func:`corpus_size`)."""
+    return (record.event, record.model, record.setting, corpus_size(record))
 
 
 @dataclass(frozen=True)
@@ -144,3 +169,29 @@ def split_by_visits(records: Iterable[RunRecord], min_visits: int = 1) -> VisitS
         kept.append(record)
     return VisitSplit(kept, dict(excluded), dict(unknown))
 
+
+
+def seed_units(records: Sequence[RunRecord]) -> list[RunRecord]:
+    """The runs of one automaton with their training seed as the independent unit.
+
+    Every interval of the analysis is over the records' ``automaton_id``; here each record's
+    becomes ``seed N`` (its ``seed``, ``seed_everything``), so that repeats of one corpus with
+    different training seeds are kept apart by :func:`best_of_repeats` and intervals are taken
+    over training seeds. Such intervals say how much training varies on this one automaton; they
+    do not generalize over automata.
+
+    Raises:
+        CflError: the runs hold more than one automaton, or a run records no seed (one line
+            naming it).
+    """
+    automata = sorted({r.automaton_id for r in records})
+    if len(automata) > 1:
+        raise CflError(
+            f"--unit seed: the runs hold {len(automata)} automata ({', '.join(automata[:3])}"
+            f"{', ...' if len(automata) > 3 else ''}); intervals over training seeds are for "
+            "one automaton: give the runs of one"
+        )
+    unseeded = next((r for r in records if r.seed is None), None)
+    if unseeded is not None:
+        raise CflError(f"--unit seed: {unseeded.source} records no seed (seed_everything)")
+    return [replace(r, automaton_id=f"seed {r.seed}") for r in records]

@@ -16,13 +16,16 @@ decomposed KL (:func:`state_index`, ...); the registry names them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
 
 import torch
 from torch import Tensor
 
 from cfl_lightning.automata.pfsa import PFSA
 from cfl_lightning.errors import EventError
+from cfl_lightning.kinds.automata import event_table_ref
 from cfl_lightning.kinds.events import EVENT_KINDS, event_kind, format_event, parse_event_text
 from cfl_lightning.kinds.registry import call
 
@@ -38,21 +41,72 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
 class Event:
-    """A set of transitions, by kind and names.
+    """A set of transitions: its kind and the values of the kind's fields.
 
     Args:
         kind: a registered event kind (``"state"``, ``"symbol"``, ``"transition"``, ...).
         state: the state name (``state`` and ``transition`` events).
         symbol: the symbol name (``symbol`` and ``transition`` events).
         stack: the stack symbol name (a pushdown automaton's ``push`` events).
+        **more: the values of fields other kinds name (``nonterminal="A"``).
+
+    Attributes:
+        kind: the event kind.
+        fields: ``{field: value}``, read-only: the values given (``None`` ones left out).
+        state, symbol, stack: ``fields.get(...)`` (None when absent).
+
+    Immutable and hashable; equal when the kind and the fields are.
     """
 
-    kind: str
-    state: str | None = None
-    symbol: str | None = None
-    stack: str | None = None
+    __slots__ = ("kind", "_values")
+
+    def __init__(
+        self,
+        kind: str,
+        state: str | None = None,
+        symbol: str | None = None,
+        stack: str | None = None,
+        **more: str | None,
+    ) -> None:
+        given = {"state": state, "symbol": symbol, "stack": stack, **more}
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "_values", {k: v for k, v in given.items() if v is not None})
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"an Event is immutable (cannot set {name!r})")
+
+    def __reduce__(self) -> tuple:
+        return (_rebuild, (self.kind, dict(self._values)))
+
+    @property
+    def fields(self) -> Mapping[str, str]:
+        """``{field: value}`` (read-only)."""
+        return MappingProxyType(self._values)
+
+    @property
+    def state(self) -> str | None:
+        return self._values.get("state")
+
+    @property
+    def symbol(self) -> str | None:
+        return self._values.get("symbol")
+
+    @property
+    def stack(self) -> str | None:
+        return self._values.get("stack")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Event):
+            return NotImplemented
+        return self.kind == other.kind and self._values == other._values
+
+    def __hash__(self) -> int:
+        return hash((self.kind, tuple(sorted(self._values.items()))))
+
+    def __repr__(self) -> str:
+        values = "".join(f", {k}={v!r}" for k, v in self._values.items())
+        return f"Event({self.kind!r}{values})"
 
     @classmethod
     def parse(cls, spec: str) -> Event:
@@ -65,8 +119,18 @@ class Event:
         return cls(kind, **values)
 
     def __str__(self) -> str:
-        return format_event(self.kind, {"state": self.state, "symbol": self.symbol,
-                                        "stack": self.stack})
+        return format_event(self.kind, self._values)
+
+    def table(self, automaton: Any) -> Tensor:
+        """The registered table of this event's kind on ``automaton``'s kind (unmasked).
+
+        Returns:
+            ``[C, S]`` int64 (:func:`~cfl_lightning.kinds.automata.event_table_ref`).
+
+        Raises:
+            EventError: an unknown kind or name, or a kind the automaton's kind does not have.
+        """
+        return call(event_table_ref(self.kind, automaton.kind), self, automaton)
 
     def _state(self, pfsa: PFSA) -> int:
         if self.state not in pfsa.states:
@@ -87,8 +151,7 @@ class Event:
         Raises:
             EventError: an unknown kind or name, or a kind that a PFSA does not have.
         """
-        mask = call(event_kind(self.kind).table_for("pfsa"), self, pfsa)
-        mask = mask.to(pfsa.device)
+        mask = self.table(pfsa).to(pfsa.device)
         return mask * (pfsa.next_state >= 0).long()
 
     def transition_index(self, pfsa: PFSA) -> tuple[str, int]:
@@ -102,6 +165,11 @@ class Event:
         """Expected number of occurrences per string, ``sum_(q,s) p_pi(q) w(q, s) f(q, s)``."""
         visits = pfsa.expected_visits()
         return float((visits[:, None] * pfsa.weights * self.function(pfsa)).sum())
+
+
+def _rebuild(kind: str, values: dict[str, str]) -> Event:
+    """Unpickle / copy an :class:`Event`."""
+    return Event(kind, **values)
 
 
 def _zeros(pfsa: PFSA) -> Tensor:

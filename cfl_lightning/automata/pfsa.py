@@ -32,6 +32,7 @@ from torch import Tensor
 
 from cfl_lightning.automata.basics import AutomatonBasics
 from cfl_lightning.automata.diagram import Arc, Diagram
+from cfl_lightning.automata.json_checks import check_keys, json_type, require_name
 from cfl_lightning.automata.pfsa_walk import state_walk
 from cfl_lightning.errors import PFSAError
 
@@ -40,6 +41,9 @@ __all__ = ["PFSA", "NORMALIZATION_TOLERANCE", "RESERVED_SYMBOLS", "check_names"]
 NORMALIZATION_TOLERANCE = 1e-6
 # token names of the models' vocabulary and of results.json's ``kl.symbol`` (EOS column)
 RESERVED_SYMBOLS = ("EOS", "BOS", "PAD")
+#: the keys of the JSON form: the top level, and each transition
+PFSA_KEYS = ("kind", "alphabet", "states", "initial", "final", "transitions")
+ARC_KEYS = ("source", "symbol", "target", "weight")
 
 
 def check_names(states: Sequence[str], alphabet: Sequence[str], where: str = "") -> None:
@@ -416,13 +420,18 @@ class PFSA(AutomatonBasics):
                 f"{where}an automaton of kind {data.get('kind')!r}, not a PFSA: read it with "
                 "cfl_lightning.automata.load_automaton"
             )
+        check_keys(data, PFSA_KEYS, where=where, place="the top level", error=PFSAError)
         for key in ("alphabet", "states", "initial", "transitions"):
             if key not in data:
                 raise PFSAError(f"{where}missing key {key!r}")
         states, alphabet = data["states"], data["alphabet"]
         for key, names in (("states", states), ("alphabet", alphabet)):
-            if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-                raise PFSAError(f"{where}{key!r} must be a list of strings")
+            if not isinstance(names, list):
+                raise PFSAError(
+                    f"{where}{key!r} must be a list of strings, got {json_type(names)}"
+                )
+            for k, name in enumerate(names):
+                require_name(name, f"{key}[{k}]", where=where, error=PFSAError)
         for kind, names in (("state", states), ("symbol", alphabet)):
             if len(set(names)) != len(names):
                 dup = next(n for n in names if names.count(n) > 1)
@@ -431,7 +440,9 @@ class PFSA(AutomatonBasics):
         symbol_ix = {n: i for i, n in enumerate(alphabet)}
 
         def state(name: Any, what: str) -> int:
-            if not isinstance(name, str) or name not in state_ix:
+            subject = what[3:] if what.startswith("as ") else what.removeprefix("in ")
+            require_name(name, subject, where=where, error=PFSAError)
+            if name not in state_ix:
                 raise PFSAError(f"{where}unknown state {name!r} {what}")
             return state_ix[name]
 
@@ -445,7 +456,8 @@ class PFSA(AutomatonBasics):
         next_state = torch.full((len(states), len(alphabet)), -1, dtype=torch.long)
         weights = torch.zeros(len(states), len(alphabet), dtype=torch.float64)
         if not isinstance(data["transitions"], list):
-            raise PFSAError(f"{where}'transitions' must be a list")
+            got = json_type(data["transitions"])
+            raise PFSAError(f"{where}'transitions' must be a list, got {got}")
         for k, arc in enumerate(data["transitions"]):
             if not isinstance(arc, Mapping) or not {"source", "symbol", "target", "weight"} <= set(
                 arc
@@ -454,11 +466,15 @@ class PFSA(AutomatonBasics):
                     f"{where}transitions[{k}] must have keys source, symbol, target, weight"
                 )
             # a transition is named by its source and symbol; [k] counts from 0 in the list
-            name = f"transition {arc['source']!r} --{arc['symbol']}--> (transitions[{k}])"
+            src_text, sym_text = (
+                repr(v) if isinstance(v, str) else json_type(v) for v in (arc["source"], arc["symbol"])
+            )
+            name = f"transition {src_text} --{sym_text.strip(chr(39))}--> (transitions[{k}])"
+            check_keys(arc, ARC_KEYS, where=where, place=name, error=PFSAError)
             src = state(arc["source"], f"as the source of {name}")
             dst = state(arc["target"], f"as the target of {name}")
-            sym = arc["symbol"]
-            if not isinstance(sym, str) or sym not in symbol_ix:
+            sym = require_name(arc["symbol"], f"the symbol of {name}", where=where, error=PFSAError)
+            if sym not in symbol_ix:
                 raise PFSAError(f"{where}unknown symbol {sym!r} in {name}")
             j = symbol_ix[sym]
             if next_state[src, j] >= 0:
@@ -501,5 +517,5 @@ class PFSA(AutomatonBasics):
 
 def _number(value: Any, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise PFSAError(f"{what} must be a number, got {value!r}")
+        raise PFSAError(f"{what} must be a number, got {json_type(value)}")
     return float(value)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from cfl_lightning.errors import CflError
+from cfl_lightning.errors import CflError, SupportError
 
 __all__ = ["state_walk"]
 
@@ -67,8 +67,10 @@ def state_walk(
     if bad.numel():
         pos = int(bad[0])
         k = int(torch.searchsorted(starts, torch.tensor([pos], device=device), right=True)[0]) - 1
-        raise CflError(
-            f"string {k} leaves the automaton's support at symbol #{pos - int(starts[k]) - 1} "
-            "(no transition); the corpus does not belong to this automaton"
+        at = pos - int(starts[k]) - 1
+        raise SupportError(
+            f"string {k} leaves the automaton's support at symbol #{at} "
+            "(no transition); the corpus does not belong to this automaton",
+            k, at,
         )
     return states

@@ -33,7 +33,6 @@ from torch import Tensor
 from cfl_lightning.automata import pushdown_annotate, pushdown_events, pushdown_fixpoint
 from cfl_lightning.automata.basics import AutomatonBasics
 from cfl_lightning.automata.pushdown_fixpoint import KEEP, POP
-from cfl_lightning.automata.loading import register_automaton_kind
 from cfl_lightning.automata.pushdown_json import pda_arcs, pda_from_dict, pda_to_dict, pda_to_dot
 from cfl_lightning.automata.pushdown_validate import check_tables, check_termination
 from cfl_lightning.errors import PDAError
@@ -252,5 +251,3 @@ class PushdownAutomaton(AutomatonBasics):
 
     __hash__ = None  # type: ignore[assignment]
 
-
-register_automaton_kind("pushdown", PushdownAutomaton.from_dict)

@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from cfl_lightning.automata.pushdown_fixpoint import POP
-from cfl_lightning.errors import CflError
+from cfl_lightning.errors import CflError, SupportError
 
 # ``pda`` below is a :class:`~cfl_lightning.automata.pushdown.PushdownAutomaton` (not imported:
 # that module imports this one)
@@ -84,17 +84,21 @@ def annotate(
         out[out_start[:n] + i] = state[:n] * (g + 1) + top
         if bool((d[m:] > 0).any()):  # strings ending here with symbols on the stack
             j = m + int((d[m:] > 0).nonzero()[0])
-            raise CflError(f"string {int(order[j])} ends with {int(d[j])} symbols on the stack")
+            raise SupportError(
+                f"string {int(order[j])} ends with {int(d[j])} symbols on the stack",
+                int(order[j]), i,
+            )
         if m == 0:
             break
         sym = tokens[tok_start[:m] + i]
         nxt, act = target[state[:m], top[:m], sym], action[state[:m], top[:m], sym]
         if bool((nxt < 0).any()):
             j = int((nxt < 0).nonzero()[0])
-            raise CflError(
+            raise SupportError(
                 f"string {int(order[j])} leaves the automaton's support at symbol #{i} (no "
                 f"transition from class {pda.class_names[int(state[j]) * (g + 1) + int(top[j])]!r} "
-                f"on {pda.alphabet[int(sym[j])]!r}); the corpus does not belong to this automaton"
+                f"on {pda.alphabet[int(sym[j])]!r}); the corpus does not belong to this automaton",
+                int(order[j]), i,
             )
         push = act >= 0
         if bool(push.any()):

@@ -2,8 +2,11 @@
 
 Kinds: ``symbol:SYM`` (every class), ``state:NAME`` (every class of that state),
 ``transition:CLASS:SYM`` with ``CLASS = STATE/TOP`` or ``STATE/-`` (one step, which must
-exist), and ``push:X`` (every step that pushes stack symbol ``X``: one more level of nesting;
-registered in :mod:`cfl_lightning.kinds.events`, so :meth:`Event.parse` reads it).
+exist), and ``push:X`` (every step that pushes stack symbol ``X``: one more level of nesting).
+Each kind's table is a function here, looked up in the registries like a PFSA's
+(:func:`~cfl_lightning.kinds.automata.event_table_ref`): the ``pushdown`` automaton kind lists the
+first three, the ``push`` event kind brings its own; a kind registered later with a ``pushdown``
+table works the same way.
 """
 
 from __future__ import annotations
@@ -20,7 +23,16 @@ from cfl_lightning.errors import EventError
 # that module imports this one)
 PushdownAutomaton = Any
 
-__all__ = ["PushEvent", "parse_event", "event_table", "event_location", "push_table"]
+__all__ = [
+    "PushEvent",
+    "parse_event",
+    "event_table",
+    "event_location",
+    "symbol_table",
+    "state_table",
+    "transition_table",
+    "push_table",
+]
 
 
 def PushEvent(stack: str) -> Event:  # noqa: N802 (reads as the event's constructor)
@@ -33,52 +45,73 @@ def parse_event(spec: str) -> Event:
     return Event.parse(spec)
 
 
-def push_table(event: Event, pda: PushdownAutomaton) -> Tensor:
-    """The registry's table function of ``push:X`` (:func:`event_table`)."""
-    return event_table(pda, event)
-
-
 def _index(names: tuple[str, ...], name: str | None, what: str, event: Event) -> int:
     if name not in names:
         raise EventError(f"event {event}: unknown {what} {name!r}")
     return names.index(name)
 
 
+def _zeros(pda: PushdownAutomaton) -> Tensor:
+    return torch.zeros(
+        pda.num_states, pda.num_stack + 1, pda.num_symbols, dtype=torch.long, device=pda.device
+    )
+
+
+def symbol_table(event: Event, pda: PushdownAutomaton) -> Tensor:
+    """``symbol:SYM``: every class's steps on ``SYM``. ``[C, S]`` int64 (unmasked)."""
+    table = _zeros(pda)
+    table[:, :, _index(pda.alphabet, event.symbol, "symbol", event)] = 1
+    return table.reshape(pda.num_classes, pda.num_symbols)
+
+
+def state_table(event: Event, pda: PushdownAutomaton) -> Tensor:
+    """``state:NAME``: every step from a class ``NAME/TOP``. ``[C, S]`` int64 (unmasked)."""
+    table = _zeros(pda)
+    table[_index(pda.states, event.state, "state", event)] = 1
+    return table.reshape(pda.num_classes, pda.num_symbols)
+
+
+def push_table(event: Event, pda: PushdownAutomaton) -> Tensor:
+    """``push:X``: every step that pushes ``X``. ``[C, S]`` int64."""
+    stack = _index(pda.stack_alphabet, event.stack, "stack symbol", event)
+    return (pda.action == stack).long().reshape(pda.num_classes, pda.num_symbols)
+
+
+def transition_table(event: Event, pda: PushdownAutomaton) -> Tensor:
+    """``transition:CLASS:SYM``: the one step, which must exist. ``[C, S]`` int64."""
+    if event.state not in pda.class_names:
+        raise EventError(
+            f"event {event}: unknown class {event.state!r} (pushdown transitions are "
+            "named transition:STATE/TOP:SYMBOL, STATE/- on the empty stack)"
+        )
+    c = pda.class_names.index(event.state or "")
+    a = _index(pda.alphabet, event.symbol, "symbol", event)
+    if int(pda.target.reshape(pda.num_classes, pda.num_symbols)[c, a]) < 0:
+        raise EventError(
+            f"event {event}: class {event.state!r} has no transition on {event.symbol!r}"
+        )
+    table = _zeros(pda).reshape(pda.num_classes, pda.num_symbols)
+    table[c, a] = 1
+    return table
+
+
 def event_table(pda: PushdownAutomaton, event: Event) -> Tensor:
     """Occurrences of ``event`` added by each (class, symbol) step of ``pda``.
+
+    The table is the event kind's registered one on pushdown automata
+    (:meth:`Event.table <cfl_lightning.automata.Event.table>`: ``symbol_table``,
+    ``state_table``, ``transition_table`` above, ``push_table``, or a kind registered later),
+    zero where no transition exists.
 
     Returns:
         ``[C, S]`` int64 on ``pda.device``, 1 on the counted steps that exist, 0 elsewhere.
 
     Raises:
-        EventError: an unknown name, a transition that does not exist, or an unknown kind.
+        EventError: an unknown name, a transition that does not exist, or a kind without a
+            pushdown table.
     """
-    q, g, s = pda.num_states, pda.num_stack, pda.num_symbols
-    exists = (pda.target >= 0).reshape(q * (g + 1), s)
-    table = torch.zeros(q, g + 1, s, dtype=torch.long, device=pda.device)
-    if event.kind == "symbol":
-        table[:, :, _index(pda.alphabet, event.symbol, "symbol", event)] = 1
-    elif event.kind == "state":
-        table[_index(pda.states, event.state, "state", event)] = 1
-    elif event.kind == "push":
-        stack = _index(pda.stack_alphabet, event.stack, "stack symbol", event)
-        table = (pda.action == stack).long()
-    elif event.kind == "transition":
-        if event.state not in pda.class_names:
-            raise EventError(
-                f"event {event}: unknown class {event.state!r} (pushdown transitions are "
-                "named transition:STATE/TOP:SYMBOL, STATE/- on the empty stack)"
-            )
-        c = pda.class_names.index(event.state or "")
-        a = _index(pda.alphabet, event.symbol, "symbol", event)
-        if not bool(exists[c, a]):
-            raise EventError(
-                f"event {event}: class {event.state!r} has no transition on {event.symbol!r}"
-            )
-        table.view(q * (g + 1), s)[c, a] = 1
-    else:
-        raise EventError(f"unknown event kind {event.kind!r} for a pushdown automaton")
-    return table.reshape(q * (g + 1), s) * exists.long()
+    exists = (pda.target >= 0).reshape(pda.num_classes, pda.num_symbols)
+    return event.table(pda).to(pda.device) * exists.long()
 
 
 def event_location(pda: PushdownAutomaton, event: Event) -> tuple[str, tuple[int, ...]]:

@@ -40,6 +40,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from cfl_lightning.automata import pushdown_structured as structured
+from cfl_lightning.errors import PDAError
+
 __all__ = [
     "KEEP",
     "POP",
@@ -236,7 +239,14 @@ def least_fixed_point(
     keep = support(system)
     x = torch.zeros(system.num_variables, dtype=torch.float64, device=system.final.device)
     steps = 0
-    if bool(keep.any()):
+    g, q = system.num_stack, system.num_states
+    if system.num_variables > structured.DENSE_MAX and bool(keep.any()):
+        mask = structured.joint(keep.double(), g, q) > 0
+        point, steps = structured.newton(
+            system, mask, tol=tol, max_iter=max_iter, upper=upper
+        )
+        x = structured.flat(point, g)
+    elif bool(keep.any()):
         idx = keep.nonzero(as_tuple=True)[0]
         eye = torch.eye(len(idx), dtype=x.dtype, device=x.device)
         for steps in range(1, max_iter + 1):
@@ -318,6 +328,15 @@ def expected_class_visits(
     """
     q, g = system.num_states, system.num_stack
     x = point.vector()
+    if system.num_variables > structured.DENSE_MAX:
+        try:
+            return structured.visits_and_radius(system, structured.joint(x, g, q), initial)
+        except structured.SolveLimit:
+            raise PDAError(
+                f"the excursion system ({system.num_variables} variables) is too close to "
+                "critical for its size: its structured solve diverged or did not converge in "
+                f"{structured.MAX_ITER} steps (expected string length too large to compute)"
+            ) from None
     jac = jacobian(system, x)
     start = g * q * q + initial
     live = dependents(jac, start) & x.gt(0)

@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from cfl_lightning.automata.json_checks import check_keys, json_type, require_name
 from cfl_lightning.automata.pushdown_fixpoint import KEEP, POP
 from cfl_lightning.automata.pushdown_validate import check_stack_names
 from cfl_lightning.errors import PDAError
@@ -22,9 +23,12 @@ from cfl_lightning.errors import PDAError
 # that module imports this one)
 PushdownAutomaton = Any
 
-__all__ = ["pda_to_dict", "pda_from_dict", "pda_to_dot", "pda_arcs"]
+__all__ = ["pda_to_dict", "pda_from_dict", "pda_to_dot", "pda_arcs", "TOP_KEYS", "ARC_KEYS"]
 
 _REQUIRED = ("source", "top", "symbol", "target", "weight")
+#: the keys of the format: the top level, and each transition
+TOP_KEYS = ("kind", "alphabet", "states", "stack_alphabet", "initial", "final", "transitions")
+ARC_KEYS = ("source", "top", "symbol", "target", "push", "pop", "weight")
 
 
 def pda_to_dict(pda: PushdownAutomaton) -> dict[str, Any]:
@@ -63,20 +67,25 @@ def pda_to_dict(pda: PushdownAutomaton) -> dict[str, Any]:
 
 def _names(data: Mapping[str, Any], key: str, where: str) -> list[str]:
     names = data[key]
-    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-        raise PDAError(f"{where}{key!r} must be a list of strings")
+    if not isinstance(names, list):
+        raise PDAError(f"{where}{key!r} must be a list of strings, got {json_type(names)}")
+    for k, name in enumerate(names):
+        require_name(name, f"{key}[{k}]", where=where, error=PDAError)
     return names
 
 
 def _number(value: Any, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise PDAError(f"{what} must be a number, got {value!r}")
+        raise PDAError(f"{what} must be a number, got {json_type(value)}")
     return float(value)
 
 
-def _lookup(index: dict[str, int], name: Any, what: str) -> int:
-    if not isinstance(name, str) or name not in index:
-        raise PDAError(f"{what} {name!r}")
+def _lookup(index: dict[str, int], name: Any, at: str, field: str, key: str) -> int:
+    """The index of ``name`` in ``index``; ``AT: 'KEY' must be a name (a string), got null`` or
+    ``AT: unknown FIELD 'x'`` otherwise."""
+    require_name(name, f"{at}: {key!r}", where="", error=PDAError)
+    if name not in index:
+        raise PDAError(f"{at}: unknown {field} {name!r}")
     return index[name]
 
 
@@ -85,30 +94,36 @@ def _label(arc: Any, k: int) -> str:
     symbol, with its place in the file's list (counted from 0)."""
     if not isinstance(arc, Mapping):
         return f"transitions[{k}]"
-    top = "-" if arc.get("top") is None else repr(arc.get("top"))
-    return (f"transition {arc.get('source')!r} top {top} --{arc.get('symbol')!r}--> "
+    top = "-" if arc.get("top") is None else _shown(arc.get("top"))
+    return (f"transition {_shown(arc.get('source'))} top {top} --{_shown(arc.get('symbol'))}--> "
             f"(transitions[{k}])")
+
+
+def _shown(value: Any) -> str:
+    """A name as written (``'q'``), anything else in JSON's words (``null``, ``a list``)."""
+    return repr(value) if isinstance(value, str) else json_type(value)
 
 
 def _arc(arc: Any, k: int, ix: dict[str, dict[str, int]], where: str) -> tuple[int, ...]:
     """One transition as ``(source, top, symbol, target, action)`` indices."""
     if not isinstance(arc, Mapping) or not set(_REQUIRED) <= set(arc):
         raise PDAError(f"{where}{_label(arc, k)} must have keys {', '.join(_REQUIRED)}")
-    at = f"{where}{_label(arc, k)}: unknown"
-    src = _lookup(ix["state"], arc["source"], f"{at} source state")
-    dst = _lookup(ix["state"], arc["target"], f"{at} target state")
-    sym = _lookup(ix["symbol"], arc["symbol"], f"{at} symbol")
+    check_keys(arc, ARC_KEYS, where=where, place=_label(arc, k), error=PDAError)
+    at = f"{where}{_label(arc, k)}"
+    src = _lookup(ix["state"], arc["source"], at, "source state", "source")
+    dst = _lookup(ix["state"], arc["target"], at, "target state", "target")
+    sym = _lookup(ix["symbol"], arc["symbol"], at, "symbol", "symbol")
     g = len(ix["stack"])
-    top = g if arc["top"] is None else _lookup(ix["stack"], arc["top"], f"{at} stack top")
+    top = g if arc["top"] is None else _lookup(ix["stack"], arc["top"], at, "stack top", "top")
     pop = arc.get("pop", False)
     if not isinstance(pop, bool):
-        raise PDAError(f"{where}{_label(arc, k)}: 'pop' must be true or false, got {pop!r}")
+        raise PDAError(f"{at}: 'pop' must be true or false, got {json_type(pop)}")
     if pop and arc.get("push") is not None:
-        raise PDAError(f"{where}{_label(arc, k)}: both push and pop (one stack action per step)")
+        raise PDAError(f"{at}: both push and pop (one stack action per step)")
     if pop:
         act = POP
     elif arc.get("push") is not None:
-        act = _lookup(ix["stack"], arc["push"], f"{at} pushed stack symbol")
+        act = _lookup(ix["stack"], arc["push"], at, "pushed stack symbol", "push")
     else:
         act = KEEP
     return src, top, sym, dst, act
@@ -125,6 +140,7 @@ def pda_from_dict(data: Mapping[str, Any], *, source: str | None = None) -> dict
         raise PDAError(f"{where}expected a JSON object at the top level")
     if data.get("kind", "pushdown") != "pushdown":
         raise PDAError(f"{where}kind is {data.get('kind')!r}, not 'pushdown'")
+    check_keys(data, TOP_KEYS, where=where, place="the top level", error=PDAError)
     for key in ("alphabet", "states", "stack_alphabet", "initial", "transitions"):
         if key not in data:
             raise PDAError(f"{where}missing key {key!r}")
@@ -139,20 +155,20 @@ def pda_from_dict(data: Mapping[str, Any], *, source: str | None = None) -> dict
         kind: {n: i for i, n in enumerate(names)}
         for kind, names in (("state", states), ("symbol", alphabet), ("stack", stack))
     }
-    initial = _lookup(ix["state"], data["initial"], f"{where}unknown initial state")
+    initial = _lookup(ix["state"], data["initial"], f"{where}'initial'", "state", "initial")
     final = torch.zeros(len(states), dtype=torch.float64)
     raw_final = data.get("final", {})
     if not isinstance(raw_final, Mapping):
         raise PDAError(f"{where}'final' must be an object mapping state names to weights")
     for name, weight in raw_final.items():
-        q = _lookup(ix["state"], name, f"{where}unknown state in 'final':")
+        q = _lookup(ix["state"], name, f"{where}'final'", "state", "final")
         final[q] = _number(weight, f"{where}final weight of {name!r}")
     shape = (len(states), len(stack) + 1, len(alphabet))
     target = torch.full(shape, -1, dtype=torch.long)
     action = torch.full(shape, KEEP, dtype=torch.long)
     weights = torch.zeros(shape, dtype=torch.float64)
     if not isinstance(data["transitions"], list):
-        raise PDAError(f"{where}'transitions' must be a list")
+        raise PDAError(f"{where}'transitions' must be a list, got {json_type(data['transitions'])}")
     for k, arc in enumerate(data["transitions"]):
         src, top, sym, dst, act = _arc(arc, k, ix, where)
         if target[src, top, sym] >= 0:

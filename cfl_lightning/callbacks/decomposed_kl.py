@@ -22,8 +22,13 @@ from lightning.pytorch.utilities.model_helpers import is_overridden
 from torch import Tensor
 
 from cfl_lightning.automata import Automaton, Event
-from cfl_lightning.callbacks.requirements import check_kl_batch, datamodule_automaton
+from cfl_lightning.callbacks.requirements import (
+    check_kl_batch,
+    datamodule_automaton,
+    long_split_of,
+)
 from cfl_lightning.errors import CflError
+from cfl_lightning.kinds import check_position_classes
 from cfl_lightning.losses import as_log_probs
 from cfl_lightning.metrics import (
     EPOCH_LOSS_NAMES, DecomposedKL, EpochLoss, kl_entries, kl_log_dict, target_values,
@@ -35,7 +40,10 @@ __all__ = ["DecomposedKLCallback", "MONITOR", "predict_log_probs"]
 
 #: The validation metric that LR schedules, early stopping and checkpointing monitor.
 MONITOR = "val/kl_per_string"
-_STAGES = ("val", "test")
+#: the long split's stage: its values are logged as ``long_test/...``
+LONG = "long_test"
+_STAGES = ("val", "test", LONG)
+_NAMES = {"val": "validation", "test": "test", LONG: "long test"}
 
 
 def predict_log_probs(
@@ -83,6 +91,13 @@ class DecomposedKLCallback(pl.Callback):
     ``kl_target`` and ``kl_target_unweighted`` (and ``val/kl_target``) are then not logged.
     Batches with ``weights`` ``[B]`` (importance weights of the strings) are weighted
     everywhere except in the visit counts.
+
+    The long split (a data module's ``long_test_dataloader()``, e.g. ``PFADataModule``'s with
+    ``long_min_length``) is evaluated right after the test strings, by the same code on its own
+    metric states: the same values are logged with the prefix ``long_test/``
+    (``long_test/kl_total``, ``long_test/kl_per_string``, ``long_test/kl/state/NAME``, ...) and
+    :attr:`long_entries` keeps its ``results.json`` object. The batches are moved to the module's
+    device with its ``transfer_batch_to_device``; the module's ``test_step`` is not called.
 
     Every value is global: the sums are torchmetrics states reduced across processes, so under
     DDP each process logs the single-process value on the same strings (the data module gives
@@ -136,6 +151,9 @@ class DecomposedKLCallback(pl.Callback):
         self.test_entries: dict[str, Any] | None = None
         #: the flat values logged at the end of the last test run
         self.test_metrics: dict[str, float] = {}
+        #: the long split's ``results.json`` object of the last test run (``min_length``,
+        #: ``num_strings`` and :func:`~cfl_lightning.metrics.kl_entries`), None without one
+        self.long_entries: dict[str, Any] | None = None
 
     def validation_metrics(self, event: Event | None | bool = None) -> tuple[str, ...]:
         """The names this callback logs after every validation (what early stopping,
@@ -158,7 +176,8 @@ class DecomposedKLCallback(pl.Callback):
 
         Raises:
             CflError: a data module (or an event) without an automaton (one line naming the
-                missing ``automaton``), or an event naming an unknown state or symbol.
+                missing ``automaton``), an event naming an unknown state or symbol, or an
+                automaton of a kind registered without position classes.
         """
         pfsa = self._pfsa_arg if self._pfsa_arg is not None else datamodule_automaton(datamodule)
         event = self._event_arg
@@ -175,6 +194,8 @@ class DecomposedKLCallback(pl.Callback):
                 "automaton=... or give the data module one (see cfl_lightning.callbacks."
                 "requirements)"
             )
+        if pfsa is not None:
+            check_position_classes(pfsa.kind, "DecomposedKLCallback")
         if pfsa is not None and event is not None:
             pfsa.event_table(event)  # an unknown state or symbol fails here, not at test end
         return pfsa, event
@@ -206,7 +227,7 @@ class DecomposedKLCallback(pl.Callback):
     def _update(self, stage: str, trainer: pl.Trainer, pl_module: Any, batch: Any) -> None:
         if trainer.sanity_checking:
             return
-        name = "validation" if stage == "val" else stage
+        name = _NAMES[stage]
         where = f" ({name}, epoch {trainer.current_epoch}, step {trainer.global_step})"
         check_kl_batch(batch, name)
         log_probs = predict_log_probs(pl_module, batch, where=where)
@@ -222,7 +243,7 @@ class DecomposedKLCallback(pl.Callback):
     def on_test_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._start("test", pl_module)
         self.test_result, self.test_metrics, self.test_visits = None, {}, None
-        self.test_entries = None
+        self.test_entries, self.long_entries = None, None
 
     def on_validation_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any,
@@ -242,16 +263,42 @@ class DecomposedKLCallback(pl.Callback):
 
     def on_test_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._epoch_end("test", trainer, pl_module)
+        self._evaluate_long(trainer, pl_module)
 
-    def _epoch_end(self, stage: str, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        """Reduce the epoch's sums (across processes) and log; shared by val and test."""
-        if trainer.sanity_checking:
+    def _evaluate_long(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        """The long split, through the test's own per-batch and per-epoch code."""
+        long = long_split_of(trainer.datamodule)
+        if long is None:
             return
+        min_length, loader = long
+        self._start(LONG, pl_module)
+        for batch in loader:
+            batch = pl_module.transfer_batch_to_device(batch, pl_module.device, 0)
+            self._update(LONG, trainer, pl_module, batch)
+        entries = self._epoch_end(LONG, trainer, pl_module)
+        if entries is not None:
+            losses = {k: float(v) for k, v in self.losses[LONG].compute().items()}
+            strings = self.losses[LONG].num_strings()
+            self.long_entries = {
+                "min_length": min_length, "num_strings": strings, **losses, **entries
+            }
+
+    def _epoch_end(
+        self, stage: str, trainer: pl.Trainer, pl_module: pl.LightningModule
+    ) -> dict[str, Any] | None:
+        """Reduce the epoch's sums (across processes) and log; shared by every stage.
+
+        Returns:
+            the ``results.json`` entries (:func:`~cfl_lightning.metrics.kl_entries`) of the test
+            and the long split; None for validation, without strings or without an automaton.
+        """
+        if trainer.sanity_checking:
+            return None
         losses = self.losses[stage].compute()
         if self.losses[stage].num_strings() == 0:  # no evaluation strings on any process
-            return
+            return None
         values = {f"{stage}/{name}": float(value) for name, value in losses.items()}
-        result, entries = None, None
+        result, entries, visits = None, None, None
         if stage in self.metrics:
             with warnings.catch_warnings():  # a process may have had no batch: fine after sync
                 warnings.filterwarnings("ignore", message=".*before the ``update`` method")
@@ -268,15 +315,8 @@ class DecomposedKLCallback(pl.Callback):
                 result = {k: v.detach().cpu() for k, v in result.items()}
                 visits = visits.detach().cpu()
                 entries = kl_entries(result, visits, self.pfsa, self.event)
-                if self.event is not None:
-                    values["target_test_visits"] = float(entries["target_test_visits"])
-                values["kl_total"] = entries["kl_total"]
-                values.update(
-                    (k, float(v)) for k, v in kl_log_dict(result, self.pfsa).items() if k != "kl/total"
-                )
-                if entries["kl_target"] is not None:
-                    values["kl_target"] = entries["kl_target"]
-                    values["kl_target_unweighted"] = entries["kl_target_unweighted"]
+                prefix = "" if stage == "test" else f"{stage}/"
+                values.update(_test_values(result, entries, self.pfsa, self.event, prefix))
         # The values are already global and equal on every process; sync_dist (a mean of equal
         # values, exact) only keeps Lightning from asking for it.
         sync = trainer.world_size > 1
@@ -287,3 +327,22 @@ class DecomposedKLCallback(pl.Callback):
             self.test_visits = None if result is None else visits
             self.test_entries = entries
             self.test_metrics = values
+        return entries
+
+
+def _test_values(
+    result: dict[str, Tensor], entries: dict[str, Any], pfsa: Automaton, event: Event | None,
+    prefix: str,
+) -> dict[str, float]:
+    """The flat values logged at the end of a test (``prefix``: ``""``, or ``long_test/``)."""
+    values = {}
+    if event is not None:
+        values[prefix + "target_test_visits"] = float(entries["target_test_visits"])
+    values[prefix + "kl_total"] = entries["kl_total"]
+    values.update(
+        (prefix + k, float(v)) for k, v in kl_log_dict(result, pfsa).items() if k != "kl/total"
+    )
+    if entries["kl_target"] is not None:
+        values[prefix + "kl_target"] = entries["kl_target"]
+        values[prefix + "kl_target_unweighted"] = entries["kl_target_unweighted"]
+    return values

@@ -53,6 +53,9 @@ class FinishedRun:
             :attr:`DecomposedKLCallback.event`); default the data module's. Another event than
             the data module's is allowed only when the data module has none (its counts are
             then read from the corpus's ``occurrences``).
+        long: the same evaluation on the long split (``min_length``, ``num_strings`` and the
+            :func:`~cfl_lightning.metrics.kl_entries`; e.g.
+            :attr:`DecomposedKLCallback.long_entries`), or None (no long split evaluated).
     """
 
     model: nn.Module
@@ -68,6 +71,7 @@ class FinishedRun:
     steps: int | None = None
     event: Event | None = None
     train_time_resumed_s: float | None = None
+    long: Mapping[str, Any] | None = None
 
 
 def build_results(run: FinishedRun) -> dict[str, Any]:
@@ -88,7 +92,8 @@ def build_results(run: FinishedRun) -> dict[str, Any]:
     realized_count, realized_strings, expected_count = _event_counts(
         datamodule, event, occurrences, expected
     )
-    num_strings = datamodule.hparams["num_strings"]
+    # the strings actually trained on (a token-matched corpus's K), else the setting
+    num_strings = getattr(datamodule, "train_strings", datamodule.hparams["num_strings"])
     kl = dict.fromkeys(KL_ENTRIES) if run.kl is None else run.kl
     return ordered({
         "config": dict(_default_config(model, datamodule) if run.config is None else run.config),
@@ -120,6 +125,8 @@ def build_results(run: FinishedRun) -> dict[str, Any]:
         "train_time_resumed_s": (
             None if run.train_time_resumed_s is None else float(run.train_time_resumed_s)
         ),
+        "long_test": None if run.long is None else dict(run.long),
+        "train_tokens": getattr(datamodule, "train_tokens", None),
     })
 
 

@@ -15,6 +15,11 @@ missing they refuse when the run is set up, with one line naming it (never a sil
   ``states`` ``[B, T]`` (each position's class id, from ``automaton.annotate``) and ``mask``
   ``[B, T]`` bool; optionally ``weights`` ``[B]``.
 
+**The long split** (optional): a data module with a method ``long_test_dataloader()``
+returning evaluation batches (the keys above), or None, has them evaluated after the test
+strings and recorded under ``results.json``'s ``long_test``, with its attribute
+``long_min_length`` (an int, or None) as ``min_length`` (:func:`long_split_of`).
+
 **results.json** (:class:`~cfl_lightning.callbacks.ResultsWriter`) needs, besides the above,
 the data facts it records: the attributes :data:`RESULTS_ATTRIBUTES` (as a
 :class:`~cfl_lightning.PFADataModule` has them) and ``hparams["num_strings"]``.
@@ -43,6 +48,7 @@ __all__ = [
     "datamodule_automaton",
     "check_kl_batch",
     "check_results_data",
+    "long_split_of",
 ]
 
 KL_BATCH_KEYS = ("input_ids", "target_ids", "target_probs", "states", "mask")
@@ -115,3 +121,13 @@ def check_results_data(datamodule: Any) -> None:
 
 def _first_missing(names: Iterable[str], present: Any) -> str | None:
     return next((name for name in names if not present(name)), None)
+
+
+def long_split_of(datamodule: Any) -> tuple[int | None, Iterable[Any]] | None:
+    """``(long_min_length, long_test_dataloader())`` of a data module that offers a long split,
+    else None (no data module, no ``long_test_dataloader``, or it returns None)."""
+    method = getattr(datamodule, "long_test_dataloader", None) if datamodule is not None else None
+    loader = method() if callable(method) else None
+    if loader is None:
+        return None
+    return getattr(datamodule, "long_min_length", None), loader

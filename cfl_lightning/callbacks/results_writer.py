@@ -172,6 +172,7 @@ class ResultsWriter(pl.Callback):
             seed=(config or {}).get("seed_everything", None if seed is None else int(seed)),
             stopped_early=self.stopped_early,
             steps=self.steps,
+            long=None if kl is None else kl.long_entries,
         ))
         self.written, self.results = write_results(path, results), results
         summary = {

@@ -11,6 +11,8 @@ Examples::
     python -m cfl_lightning analyze parity.jsonl --output figures/parity.png
     python -m cfl_lightning analyze runs/ --target 'symbol:*' --metric kl_target --output p.png
     python -m cfl_lightning analyze docs/headline/results.jsonl --plan docs/headline/plan_v1.yaml
+    python -m cfl_lightning analyze docs/headline/v3/results.jsonl --target symbol:a \\
+        --control non-target --metric both --output did.png
 
 An input is a directory (every ``results.json`` below it is read), a ``.jsonl`` file (one
 results object per line, as ``--export-results`` writes them), or a W&B sweep path
@@ -52,6 +54,21 @@ every run without ``--target``, the targets' only with it. Analysing the export 
 ``--target`` options gives the same CSV as analysing the inputs. An export with no run to write
 is an error.
 
+``--metric both`` draws the two readings side by side (a panel each; one CSV, its ``metric``
+column telling them apart).
+
+``--control non-target`` compares the target with the rest of the corpus
+(:mod:`cfl_lightning.analysis.control`): per run, the mean of the same measure over the run's
+other events of the target's kind with a test visit (EOS excluded); ``did`` = target minus
+control per run, averaged per automaton, with a 95% t-interval over automata. The CSV gains
+``control``, ``did``, ``did_ci_low``, ``did_ci_high`` and ``did_n``, the figure a lower row of
+panels, stdout a table per reading (with or without ``--output``).
+
+``--unit seed`` takes every interval over the training seeds of the runs of one automaton
+(refused over several): repeats with different seeds are kept apart instead of reduced to the
+best; stdout, the CSV's ``unit`` column and the figure's title say that such intervals do not
+generalize over automata.
+
 ``--plan PLAN.yaml`` evaluates a plan of pre-registered contrasts
 (:mod:`cfl_lightning.analysis.plan`) on the runs read and prints its tables and verdict, under
 both measures unless the plan names its ``measures``; with ``--output`` the curves take the
@@ -64,16 +81,21 @@ import argparse
 import sys
 from pathlib import Path
 
+from cfl_lightning.analysis.aggregate import X_AXES
+from cfl_lightning.analysis.control import CONTROL_METRICS, CONTROLS
 from cfl_lightning.analysis.pooling import is_pooled
 from cfl_lightning.analysis.report import (
     BINNINGS,
+    BOTH,
     DEFAULT_METRIC,
     FORMATS,
     METRICS,
+    did_table,
     gap_table,
     input_kind,
     model_label,
 )
+from cfl_lightning.analysis.selection import UNITS
 from cfl_lightning.cli.common import (
     ArgumentParser,
     command_args,
@@ -99,6 +121,16 @@ def build_parser() -> ArgumentParser:
     )
     _add_input_arguments(parser)
     _add_curve_arguments(parser)
+    parser.add_argument(
+        "--x",
+        choices=X_AXES,
+        default="count",
+        help=(
+            "x axis: count (default; occurrences, or strings containing the target) or "
+            "train_tokens (the symbols each run trained on, results.json train_tokens: causal "
+            "points at their runs' mean, correlational runs binned on it, no gap)"
+        ),
+    )
     parser.add_argument(
         "--logx",
         action="store_true",
@@ -166,12 +198,30 @@ def _add_curve_arguments(parser: ArgumentParser) -> None:
     """What the curves show: --metric, --min-visits and the correlational bins."""
     parser.add_argument(
         "--metric",
-        choices=METRICS,
+        choices=(*METRICS, BOTH),
         default=DEFAULT_METRIC,
         help=(
             "y axis: kl_target_unweighted (default; the paper's per-state/-transition/-symbol "
-            "contribution, nats per visit), kl_target (the same times p_pi, nats per string) or "
-            "kl_total"
+            "contribution, nats per visit), kl_target (the same times p_pi, nats per string), "
+            "both (a panel per reading; one CSV) or kl_total"
+        ),
+    )
+    parser.add_argument(
+        "--control",
+        choices=CONTROLS,
+        help=(
+            "non-target: per run, the mean of the same measure over the run's other events of "
+            "the target's kind (>= 1 test visit, EOS excluded); the CSV, a lower row of panels "
+            "and stdout give did = target - control, per automaton, with 95%% intervals"
+        ),
+    )
+    parser.add_argument(
+        "--unit",
+        choices=UNITS,
+        default="automaton",
+        help=(
+            "the independent unit of every interval: automaton (default), or seed: the training "
+            "seeds of the runs of ONE automaton (intervals that do not generalize over automata)"
         ),
     )
     parser.add_argument(
@@ -183,6 +233,16 @@ def _add_curve_arguments(parser: ArgumentParser) -> None:
             "leave out runs whose target the test strings visit fewer than N times "
             "(results.json target_test_visits; both arms; default 1)"
         ),
+    )
+    parser.add_argument(
+        "--repeats", choices=("best", "mean"), default="best",
+        help="repeats of one corpus: keep the best (lowest kl_total; default), or one run per "
+        "training seed, averaged per automaton before any interval (mean)",
+    )
+    parser.add_argument(
+        "--split", choices=("test", "long"), default="test",
+        help="the evaluation split whose values are analysed: test (default) or long (the "
+        "length split, data.long_min_length; runs without one are skipped and named)",
     )
     parser.add_argument("--bins", type=int, default=8, help="correlational bins (default 8)")
     parser.add_argument(
@@ -207,8 +267,12 @@ def main(argv: list[str] | None = None) -> int:
 
 def check_args(args: argparse.Namespace) -> str | None:
     """The first problem with parsed ``analyze`` arguments (a usage error), or None."""
-    if args.output is None and args.export_results is None and args.plan is None:
-        return "give --output FIGURE, --export-results OUT.jsonl, or both (or --plan PLAN.yaml)"
+    if (args.output is None and args.export_results is None and args.plan is None
+            and args.control is None):
+        return ("give --output FIGURE, --export-results OUT.jsonl, or both (or --plan PLAN.yaml, "
+                "or --control non-target for its tables)")
+    if args.control is not None and args.metric not in (*CONTROL_METRICS, BOTH):
+        return f"--control takes a per-event measure: --metric {args.metric} has no control"
     if args.plan is not None and args.target:
         return "--plan names its own target: leave out --target"
     if args.level is not None and (args.plan is None or not 0.5 < args.level < 1):
@@ -233,36 +297,31 @@ def check_args(args: argparse.Namespace) -> str | None:
 def analyze(args: argparse.Namespace) -> int:
     """Run the analysis of checked arguments (:func:`check_args`): read the inputs, then write
     the export, the CSV and the figure; stderr says what was read and left out, stdout holds the
-    gap table (and the plan's tables). Every check comes first: nothing is written when the
-    analysis is refused.
+    gap table, the non-target control's table (``--control``) and the plan's tables. Every check
+    comes first: nothing is written when the analysis is refused.
 
     Returns:
         0.
 
     Raises:
-        CflError: no results, a target no run is about, nothing to plot or to export, a bad plan.
+        CflError: no results, a target no run is about, nothing to plot or to export, a bad plan,
+            ``--unit seed`` on runs of several automata.
     """
     from cfl_lightning.analysis import report
     from cfl_lightning.errors import CflError
 
-    plan = None
-    if args.plan is not None:
-        from cfl_lightning.analysis.plan import load_plan
-
-        plan = load_plan(args.plan)
-        if args.level is not None:
-            from dataclasses import replace
-
-            plan = replace(plan, level=args.level)
-    inputs = report.read_inputs(args.inputs)
+    plan = _load_plan(args)
+    inputs = report.read_inputs(args.inputs, split=args.split)
     _report_skipped(inputs.problems, len(inputs.records))
     records = inputs.records
     if not records:
         raise CflError(f"no results found in {' '.join(args.inputs)}")
     targets, events = report.resolve_targets(records, [plan.target] if plan else args.target)
-    tables = _plan_text(records, plan) if plan is not None else ""
+    tables = _plan_text(records, plan, args.unit) if plan is not None else ""
     output = None if args.output is None else Path(args.output)
-    curves = _curves(records, targets, events, args, plan) if output is not None else None
+    curves = None
+    if output is not None or (args.control is not None and plan is None):
+        curves = _curves(records, targets, events, args, plan)
     if args.export_results is not None:
         _export(records, args.target and events, args.export_results, inputs.jsonl)
     if curves is not None:
@@ -271,12 +330,33 @@ def analyze(args: argparse.Namespace) -> int:
     return 0
 
 
-def _plan_text(records: list, plan: object) -> str:
-    """The plan's tables and verdict (Markdown)."""
+def _load_plan(args: argparse.Namespace) -> object:
+    """The plan of ``--plan`` (None without), at ``--level`` and with ``--control`` if given."""
+    if args.plan is None:
+        return None
+    from dataclasses import replace
+
+    from cfl_lightning.analysis.plan import load_plan
+
+    plan = load_plan(args.plan)
+    if args.level is not None:
+        plan = replace(plan, level=args.level)
+    if args.control is not None:
+        plan = replace(plan, control=args.control)
+    return plan
+
+
+def _plan_text(records: list, plan: object, unit: str) -> str:
+    """The plan's tables and verdict (Markdown); with ``unit`` ``seed`` over training seeds."""
     from cfl_lightning.analysis.plan import evaluate_plan
     from cfl_lightning.analysis.plan_table import format_plan
+    from cfl_lightning.analysis.plot_text import SEED_NOTE
+    from cfl_lightning.analysis.selection import seed_units
 
-    return format_plan(evaluate_plan(records, plan))
+    if unit != "seed":
+        return format_plan(evaluate_plan(records, plan))
+    text = format_plan(evaluate_plan(seed_units(records), plan))
+    return text.replace("\n", f"\n\n{SEED_NOTE} (every n below counts seeds)\n", 1)
 
 
 def _report_skipped(problems: list[str], kept: int) -> None:
@@ -310,63 +390,98 @@ def _export(records: list, events: list[str] | None, path: str, inputs: list[str
     )
 
 
-def _curves(records: list, targets: list[str], events: list[str], args, plan) -> object:
-    """The curves (:func:`~cfl_lightning.analysis.report.build_curves`); stderr: what was left
-    out. A plan gives its bins as edges unless ``--edges`` is given."""
-    from dataclasses import replace
+def _readings(metric: str) -> tuple[list[str], list[str]]:
+    """(the measures drawn, the measures tabulated on stdout) for ``--metric``: both readings of
+    the paper's measure are tabulated whenever one is asked for (issue 27)."""
+    pair = ["kl_target_unweighted", "kl_target"]  # the paper's two readings of its measure
+    if metric == BOTH:
+        return pair, pair
+    if metric in pair:
+        return [metric], [metric, pair[1 - pair.index(metric)]]
+    return [metric], [metric]
 
+
+def _curves(records: list, targets: list[str], events: list[str], args, plan) -> dict:
+    """``{measure: Curves}`` (:func:`~cfl_lightning.analysis.report.build_curves`) of every
+    tabulated measure (:func:`_readings`), the drawn ones first; stderr: what was left out. A
+    plan gives its bins as edges unless ``--edges`` is given."""
     from cfl_lightning.analysis.report import build_curves
     from cfl_lightning.errors import CflError
 
     edges = args.edges if args.edges is not None or plan is None else list(plan.bins)
-    options = dict(bins=args.bins, binning=args.binning, edges=edges, min_visits=args.min_visits)
-    curves = build_curves(records, targets, events, metric=args.metric, **options)
-    _report_visits(curves.about, curves.split, args.min_visits)
-    rows = curves.rows
-    missing = {(r.target, r.model, r.setting, r.num_strings): r.no_value for r in rows}
+    options = dict(bins=args.bins, binning=args.binning, edges=edges, min_visits=args.min_visits,
+                   control=args.control is not None, unit=args.unit, x=args.x,
+                   repeats=args.repeats)
+    drawn, tabulated = _readings(args.metric)
+    out = {}
+    for metric in tabulated:
+        try:
+            out[metric] = build_curves(records, targets, events, metric=metric, **options)
+        except CflError:
+            if metric in drawn:
+                raise
+            sys.stderr.write(f"{PROG}: no point has a value of {metric} (the other measure)\n")
+            continue
+        if metric == drawn[0]:
+            _report_left_out(out[metric], metric, args.min_visits)
+    return out
+
+
+def _report_left_out(curves: object, metric: str, min_visits: int) -> None:
+    """stderr: the run/target points a drawn measure's curves left out, and why."""
+    _report_visits(curves.about, curves.split, min_visits)
+    missing = {(r.target, r.model, r.setting, r.num_strings): r.no_value for r in curves.rows}
     if sum(missing.values()):
         sys.stderr.write(
             f"{PROG}: left out {sum(missing.values())} run(s) without a value of "
-            f"{args.metric} (unknown, not 0): {_per_curve(missing)}\n"
+            f"{metric} (unknown, not 0): {_per_curve(missing)}\n"
         )
-    pair = ("kl_target_unweighted", "kl_target")  # the paper's two readings of its measure
-    if args.metric in pair:  # both measures side by side (issue 27)
-        other = pair[1 - pair.index(args.metric)]
-        try:
-            other_curves = build_curves(records, targets, events, metric=other, **options)
-            curves = replace(curves, other=(other, other_curves))
-        except CflError:
-            sys.stderr.write(f"{PROG}: no point has a value of {other} (the other measure)\n")
-    return curves
 
 
-def _write(curves: object, num_records: int, targets: list[str], output: Path, args) -> None:
-    """The CSV, the figure, a summary on stderr and the gap table(s) on stdout."""
+def _write(curves: dict, num_records: int, targets: list[str], output: Path | None, args) -> None:
+    """The CSV and the figure (with ``output``), a summary on stderr, and per measure the gap
+    table (and the control's table) on stdout."""
+    drawn = [m for m in _readings(args.metric)[0] if m in curves]
+    if output is not None:
+        _figure(curves, drawn, num_records, targets, output, args)
+    if args.unit == "seed":
+        from cfl_lightning.analysis.plot_text import SEED_NOTE
+
+        sys.stdout.write(f"{SEED_NOTE}\n")
+    several = len(curves) > 1
+    for metric, these in curves.items():
+        if several:
+            sys.stdout.write(f"measure {metric}:\n")
+        sys.stdout.write(gap_table(these.rows))
+        if args.control is not None:
+            sys.stdout.write(did_table(these.rows))
+
+
+def _figure(curves: dict, drawn: list[str], num_records: int, targets: list[str], output: Path,
+            args) -> None:
+    """The CSV and the figure of the ``drawn`` measures' rows; stderr: what was drawn."""
     from cfl_lightning.analysis.aggregate import quantity_name, write_table
     from cfl_lightning.analysis.plot import plot_curves, undrawable
 
-    rows = curves.rows
+    rows = [r for metric in drawn for r in curves[metric].rows]
     table = output.with_suffix(".csv")
     write_table(rows, table)
     plot_curves(
-        rows, output, metric=args.metric, title=args.title, logx=args.logx, columns=args.columns
+        rows, output, metric=drawn[0], title=args.title, logx=args.logx, columns=args.columns
     )
     lost = undrawable(rows)
     if lost:
         sys.stderr.write(f"{PROG}: {lost} point(s) could not be drawn (non-finite x or y)\n")
-    names = sorted({quantity_name(args.metric, t) for t in targets})
-    sys.stderr.write(f"{PROG}: y axis: {args.metric} ({', '.join(names)})\n")
+    for metric in drawn:
+        names = sorted({quantity_name(metric, t) for t in targets})
+        sys.stderr.write(f"{PROG}: y axis: {metric} ({', '.join(names)})\n")
     settings = sorted({r.setting for r in rows})
+    num_best = curves[drawn[0]].num_best
     sys.stderr.write(
-        f"{PROG}: {num_records} runs ({curves.num_best} run/target points after "
+        f"{PROG}: {num_records} runs ({num_best} run/target points after "
         f"best-of-repeats), {len({r.target for r in rows})} target(s), {', '.join(settings)}; "
         f"wrote {output} and {table}\n"
     )
-    if curves.other is None:
-        sys.stdout.write(gap_table(rows))
-        return
-    for metric, these in ((args.metric, rows), (curves.other[0], curves.other[1].rows)):
-        sys.stdout.write(f"measure {metric}:\n{gap_table(these)}")
 
 
 def _curve_text(key: tuple) -> str:

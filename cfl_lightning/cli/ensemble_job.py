@@ -24,8 +24,11 @@ its own ``fit`` would put it (``DIR/csv/version_0/results.json`` with the shippe
 * A member that fails (bad arguments, a corpus that cannot be sampled, an error in training)
   is reported alone; the others finish.
 
-stdout: one line per member, ``done NAME`` or ``FAILED NAME: reason``, and nothing else
-(everything else, tracebacks included, goes to stderr). Exit status 0 when every member is
+stdout: one line per member, ``done NAME`` or ``FAILED NAME: reason``, preceded by
+``alone NAME: why`` for a member fitted on its own, and nothing else (everything else,
+tracebacks included, goes to stderr). A member whose arguments the training CLI refuses fails
+alone with the CLI's own line as its reason (``FAILED NAME: --model: class 'my_models.MyLM':
+No module named 'my_models'``). Exit status 0 when every member is
 done, 1 when one failed, 2 when the spec cannot be read.
 """
 
@@ -39,7 +42,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from cfl_lightning.cli.check_points import Tee, cli_refusal
 from cfl_lightning.errors import CflError
+from cfl_lightning.sweep.jobs import ALONE  # the grammar of the job's stdout lines
 
 __all__ = ["main", "read_spec", "build_member", "train_settings", "run_job", "results_path", "PROG"]
 
@@ -160,16 +165,18 @@ def build_member(name: str, args: list[str]) -> tuple[Any, Any]:
     config.setdefault("ckpt_path", None)
     config.setdefault("weights_only", None)
     path = results_path(cli)
-    loggers: list[Any] = []
-    if not done_in_any_version(path):  # its own CSV log and W&B run, as its fit would have
-        loggers = list(cli.trainer.loggers)
-        prepare_wandb(loggers)
-        cli._log_hparams()
-    member = JobMember(name, cli.model, cli.datamodule, path, config, loggers)
     try:
         settings: Any = train_settings(config, cli.model)
     except NotEnsembleable as err:
         settings = err
+    loggers: list[Any] = []
+    if not done_in_any_version(path) and not isinstance(settings, NotEnsembleable):
+        # its own CSV log and W&B run, as its fit would have (a member fitted on its own gets
+        # them from its fit: logging here would leave a version folder with only hparams.yaml)
+        loggers = list(cli.trainer.loggers)
+        prepare_wandb(loggers)
+        cli._log_hparams()
+    member = JobMember(name, cli.model, cli.datamodule, path, config, loggers)
     return member, settings
 
 
@@ -177,14 +184,19 @@ def _fit_alone(name: str, args: list[str]) -> str | None:
     """Train a member with the ordinary ``fit``; None when it succeeded, else the reason."""
     from cfl_lightning.cli.train import main as fit_main
 
+    tee = Tee(sys.stderr)
     try:
-        code = fit_main(["fit", *args])
+        with contextlib.redirect_stderr(tee):
+            code = fit_main(["fit", *args])
     except Exception as err:  # noqa: BLE001
         traceback.print_exc()
         from cfl_lightning.ensemble.job import reason
 
         return reason(err)
-    return None if code == 0 else f"fit exited with status {code}"
+    if code == 0:
+        return None
+    why = cli_refusal(tee.kept.getvalue())
+    return f"fit exited with status {code}" + (f": {why}" if why else "")
 
 
 def run_job(
@@ -221,8 +233,14 @@ def run_job(
     alone: list[tuple[str, list[str]]] = []
     with contextlib.redirect_stdout(sys.stderr):
         for name, args in members:
+            tee = Tee(sys.stderr)
             try:
-                member, settings = build_member(name, args)
+                with contextlib.redirect_stderr(tee):
+                    member, settings = build_member(name, args)
+            except SystemExit as err:  # the training CLI's one-line refusal of the arguments
+                why = cli_refusal(tee.kept.getvalue())
+                say(name, why or f"the training CLI exited with status {err.code}")
+                continue
             except Exception as err:  # noqa: BLE001 - a failed member is reported, others go on
                 traceback.print_exc()
                 say(name, reason(err))
@@ -231,6 +249,8 @@ def run_job(
                 say(name, None)
             elif isinstance(settings, NotEnsembleable):
                 sys.stderr.write(f"{name}: not ensembled ({settings}); trained on its own\n")
+                out.write(f"{ALONE} {name}: {settings}\n")
+                out.flush()
                 alone.append((name, args))
             else:
                 key = ensemble_key(member.model, settings)

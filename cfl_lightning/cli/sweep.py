@@ -22,6 +22,13 @@ guard process), and one runner at a time may use DIR (``DIR/.sweep.lock``): a se
 refuses with one line naming the first (pid, host, start time). Exit status: 0 when every point
 is done, 1 when some point failed, 2 on bad input or a locked DIR, 130 when interrupted.
 
+``--dry-run`` prints the commands and then checks each printed point as ``fit`` reads it, in
+one process of its own (:mod:`cfl_lightning.sweep.check`: the model class imported, the options
+parsed, the data settings built, nothing trained or written): one ``bad point NAME: problem``
+line per point that would stop before training, and exit status 2 when there is one
+(``--no-check``: print only). ``sweep DIR --status`` on a folder that holds no sweep is one
+line, exit status 2.
+
 ``--ensemble M`` trains the points that differ only in ``data.*`` and ``seed_everything`` as
 ensembles of up to M members, one process each (:mod:`cfl_lightning.sweep.jobs`): each member
 writes the ``results.json`` its own run would, in its own directory, and is reported (and
@@ -72,7 +79,16 @@ def build_parser() -> ArgumentParser:
     parser.add_argument(
         "--limit", type=positive_type, metavar="N", help="run at most N of the pending points"
     )
-    parser.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
+    parser.add_argument(
+        "--dry-run", action="store_true",
+        help="print the commands and check each point as fit reads it (its model class "
+        "imported, its options and data settings checked: one line per bad point, exit 2); run "
+        "nothing",
+    )
+    parser.add_argument(
+        "--no-check", action="store_true",
+        help="with --dry-run: only print the commands (no process that imports the training code)",
+    )
     parser.add_argument("--threads", type=positive_type, default=1, help="CPU threads per run")
     parser.add_argument(
         "--max-points", type=positive_type, default=None, metavar="N",
@@ -138,6 +154,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.output is None:
             raise SweepError("--output DIR is required (or give DIR with --status)")
+        if args.no_check and not args.dry_run:
+            raise SweepError("--no-check goes with --dry-run")
         slurm = args.executor == "slurm"
         given = [k for k in _SLURM_FLAGS if getattr(args, k) not in (None, False)]
         if given and not slurm:
@@ -169,9 +187,10 @@ def main(argv: list[str] | None = None) -> int:
                 source=args.sweep,
                 max_points=args.max_points,
                 ensemble=args.ensemble,
+                check=not args.no_check,
             )
         if args.dry_run:
-            return 0
+            return 2 if summary.failed else 0
         parts = [
             f"{summary.done} done",
             f"{summary.skipped} skipped (already done)",

@@ -57,6 +57,7 @@ from cfl_lightning.data.batching import (
     tensorize,
 )
 from cfl_lightning.data.cache import automaton_json, cached_corpus, corpus_key, resolve_cache_dir
+from cfl_lightning.data.corpus_file import training_corpus, unmet_intervention
 from cfl_lightning.data.occurrences import expected_occurrences, occurrences
 from cfl_lightning.data.settings import (
     GENERATOR_ARGS,
@@ -74,17 +75,21 @@ from cfl_lightning.kinds.generators import GeneratorName
 from cfl_lightning.kinds.interventions import InterventionName
 from cfl_lightning.sampling import Corpus, Intervention
 from cfl_lightning.sampling.budget import check_corpora_memory
+from cfl_lightning.sampling.length import check_min_length
 from cfl_lightning.sampling.request import resolve_device
+from cfl_lightning.sampling.token_matched import check_token_kind
 
-__all__ = ["PFADataModule", "SPLITS", "SAMPLING_METHOD", "GENERATORS", "GENERATOR_ARGS"]
+__all__ = ["PFADataModule", "SPLITS", "LONG", "SAMPLING_METHOD", "GENERATORS", "GENERATOR_ARGS"]
 
 SPLITS = ("train", "val", "test")
+#: the length-generalization test split (with ``long_min_length``)
+LONG = "long_test"
 #: bytes a data module keeps per position of a corpus (input, target and state ids, int64)
 TOKEN_BYTES = 24
 _STAGE_SPLITS = {
     "fit": ("train", "val"),
     "validate": ("val",),
-    "test": ("test",),
+    "test": ("test", LONG),
     "predict": ("test",),
 }
 
@@ -156,10 +161,14 @@ class PFADataModule(L.LightningDataModule):
         intervention: InterventionName = "none",  # type: ignore[assignment]
         event: Optional[str] = None,
         count: Optional[int] = None,
-        num_strings: int = 500,
+        num_strings: Optional[int] = None,
+        corpus: Optional[str] = None,
+        tokens: Optional[int] = None,
         val_strings: int = 200,
         test_strings: int = 500,
         test_target_strings: int = 0,
+        long_min_length: Optional[int] = None,
+        long_test_strings: int = 500,
         val_intervention: Literal["none", "same"] = "none",
         max_tokens: int = 128,
         seed: int = 0,
@@ -170,11 +179,19 @@ class PFADataModule(L.LightningDataModule):
         super().__init__()
         if isinstance(automaton, Automaton):  # an object: recorded (and cached) as its JSON
             automaton = automaton.to_dict()  # type: ignore[assignment]
-        #: the checked constructor arguments
-        self.settings: DataSettings = DataSettings.from_arguments(locals())
         self.save_hyperparameters()  # Lightning's record of the call (the CLI adds its keys)
+        settings = DataSettings.from_arguments(locals())
         #: the automaton (any registered kind: :func:`~cfl_lightning.automata.load_automaton`)
-        self.automaton: Automaton = build_automaton(self.settings)
+        self.automaton: Automaton = build_automaton(settings)
+        #: the checked constructor arguments (``num_strings`` resolved: a corpus file's count)
+        self.settings: DataSettings
+        #: the strings of ``corpus`` (None: the training corpus is sampled)
+        self.corpus_file: Optional[Corpus]
+        self.settings, self.corpus_file = training_corpus(settings, self.automaton)
+        #: the least length of the long test split's strings (None: no long split)
+        self.long_min_length: Optional[int] = self.settings.long_min_length
+        #: ``P(length >= long_min_length)`` of one string (None without a long split)
+        self.long_probability: Optional[float] = self._long_probability()
         # The recorded hparams are the checked settings, with the real alphabet size (the
         # constructor value only sizes random automata): Lightning merges data and model hparams
         # and rejects a mismatch with the model's num_symbols. Saved again (not edited in place)
@@ -183,16 +200,9 @@ class PFADataModule(L.LightningDataModule):
             {**self.hparams, **self.settings.as_dict(), "num_symbols": self.automaton.num_symbols}
         )
         #: the training corpus's intervention (kind, event, count), validated on the automaton
-        self.intervention: Intervention = Intervention.create(
-            self.settings.intervention, self.settings.event, self.settings.count
-        )
-        if self.intervention.constrained and self.intervention.spec.sampler is None:
-            raise InterventionError(
-                f"intervention {self.intervention.kind!r} has no exact sampler (its registry "
-                "entry's sampler is unset): a data module cannot sample it"
-            )
+        self.intervention: Intervention = self._training_intervention()
         #: ``[C, S]`` int64 event table (None without an event)
-        self.event_function = self.intervention.validate(self.automaton, self.settings.num_strings)
+        self.event_function = self.intervention.validate(self.automaton, self._planned_strings())
         #: the counted event (None without one)
         self.event: Optional[Event] = self.intervention.event
         #: the validation corpus's intervention ("same": the training one, count scaled)
@@ -213,6 +223,8 @@ class PFADataModule(L.LightningDataModule):
         self.pad_id: int = ids.pad
         self._splits: dict[str, tuple[Corpus, TokenizedCorpus, list[torch.Tensor]]] = {}
         self.cache_hits: dict[str, bool] = {}
+        if self.corpus_file is not None:  # checked against the intervention before any run
+            self._load("train")
 
     @classmethod
     def from_settings(cls, settings: DataSettings) -> PFADataModule:
@@ -220,6 +232,30 @@ class PFADataModule(L.LightningDataModule):
         return cls(**settings.as_dict())
 
     # ------------------------------------------------------------------ construction checks
+    def _long_probability(self) -> Optional[float]:
+        """``P(length >= long_min_length)``, refused in one line when the split is out of reach
+        (None without a long split)."""
+        if self.long_min_length is None or not self.settings.long_test_strings:
+            return None
+        return check_min_length(
+            self.automaton, self.settings.long_test_strings, self.long_min_length,
+            f"data.long_min_length {self.long_min_length}",
+        )
+
+    def _training_intervention(self) -> Intervention:
+        """The training corpus's intervention, refused when its kind has no sampler or does not
+        go with ``tokens``."""
+        s = self.settings
+        intervention = Intervention.create(s.intervention, s.event, s.count)
+        if intervention.constrained and intervention.spec.sampler is None:
+            raise InterventionError(
+                f"intervention {intervention.kind!r} has no exact sampler (its registry "
+                "entry's sampler is unset): a data module cannot sample it"
+            )
+        if s.tokens is not None:
+            check_token_kind(intervention.kind, s.tokens)
+        return intervention
+
     def _val_intervention(self) -> Intervention:
         """``none``, or (``val_intervention="same"``) the training one with a scaled count."""
         s, train = self.settings, self.intervention
@@ -227,6 +263,9 @@ class PFADataModule(L.LightningDataModule):
             raise CflError(f"val_intervention must be 'none' or 'same', got {s.val_intervention!r}")
         if s.val_intervention == "none" or not train.constrained or s.val_strings == 0:
             return Intervention()
+        if s.tokens is not None:
+            raise CflError("val_intervention 'same' scales the count by num_strings, which "
+                           "tokens leaves to the sampler: use val_intervention 'none' with tokens")
         assert train.count is not None
         count = int(round(train.count * s.val_strings / s.num_strings))
         intervention = Intervention(train.kind, train.event, count)
@@ -245,10 +284,13 @@ class PFADataModule(L.LightningDataModule):
         """
         s = self.settings
         corpora = {
-            "num_strings": (s.num_strings, self.intervention),
+            "num_strings": (
+                self._planned_strings(), Intervention() if s.corpus else self.intervention
+            ),
             "val_strings": (s.val_strings, self.val_intervention),
             "test_strings": (s.test_strings, Intervention()),
             "test_target_strings": (s.test_target_strings, Intervention()),
+            "long_test_strings": (s.sizes[LONG], Intervention()),
         }
         listed = ", ".join(f"{name} {k:,}" for name, (k, _) in corpora.items() if k)
         check_corpora_memory(
@@ -268,9 +310,14 @@ class PFADataModule(L.LightningDataModule):
         seed = derive_seed(s.seed, split)
         if split == "test_target":  # conditioned on reaching a state where the event is at stake
             return SplitPlan(split, s.test_target_strings, seed, reach=self.event)
+        if split == LONG:  # conditioned on the length
+            return SplitPlan(split, s.sizes[LONG], seed, min_length=s.long_min_length)
         spec = {"train": self.intervention, "val": self.val_intervention}.get(split)
         constrained = spec is not None and spec.constrained
-        return SplitPlan(split, s.sizes[split], seed, spec if constrained else Intervention())
+        tokens = s.tokens if split == "train" else None
+        return SplitPlan(
+            split, s.sizes[split], seed, spec if constrained else Intervention(), tokens=tokens
+        )
 
     def _cached(self, plan: SplitPlan) -> tuple[Corpus, bool]:
         """``(corpus, cache hit)`` of ``plan``: read from the cache, or drawn and written."""
@@ -283,9 +330,11 @@ class PFADataModule(L.LightningDataModule):
 
     def _read(self, split: str) -> tuple[Corpus, bool]:
         """``split``'s strings (the test ones followed by the targeted ones) and a cache hit."""
+        if split == "train" and self.corpus_file is not None:
+            return self.corpus_file, False
         plan = self._plan(split)
         corpus, hit = self._cached(plan)
-        if len(corpus) != plan.num_strings:
+        if plan.tokens is None and len(corpus) != plan.num_strings:
             raise RuntimeError(
                 f"{split} corpus has {len(corpus)} strings, expected {plan.num_strings}"
             )
@@ -301,6 +350,8 @@ class PFADataModule(L.LightningDataModule):
         spec = {"train": self.intervention, "val": self.val_intervention}.get(split)
         counts = tokenized.counts
         if spec is not None and counts is not None and not spec.satisfied(counts):
+            if split == "train" and self.settings.corpus is not None:
+                raise unmet_intervention(self.settings.corpus, spec, counts)
             what = "a corpus" if split == "train" else "validation strings"
             raise RuntimeError(
                 f"the sampler returned {what} violating intervention {spec}: "
@@ -335,9 +386,11 @@ class PFADataModule(L.LightningDataModule):
         )
 
     def corpus(self, split: str = "train") -> Corpus:
-        """The sampled strings of ``split`` ("train", "val" or "test"); sampled on first use."""
-        if split not in SPLITS:
-            raise CflError(f"unknown split {split!r}; expected one of {SPLITS}")
+        """The strings of ``split`` ("train", "val", "test" or, with ``long_min_length``,
+        :data:`LONG`); sampled on first use (``train``: read from ``corpus`` when given)."""
+        splits = SPLITS + ((LONG,) if self.long_min_length is not None else ())
+        if split not in splits:
+            raise CflError(f"unknown split {split!r}; expected one of {splits}")
         return self._load(split)[0]
 
     def tokenized(self, split: str = "train") -> TokenizedCorpus:
@@ -355,15 +408,17 @@ class PFADataModule(L.LightningDataModule):
         """Fill the on-disk cache with all three corpora (nothing to do without a cache)."""
         if self.cache_path is None:
             return
-        for split in SPLITS:
-            self._cached(self._plan(split))
+        for split in SPLITS + ((LONG,) if self.long_min_length is not None else ()):
+            if split != "train" or self.corpus_file is None:
+                self._cached(self._plan(split))
         if self.settings.test_target_strings:
             self._cached(self._plan("test_target"))
 
     def setup(self, stage: Optional[str] = None) -> None:
         """Sample (or read from the cache) the corpora ``stage`` needs; idempotent."""
-        for split in _STAGE_SPLITS.get(str(stage) if stage is not None else "", SPLITS):
-            self._load(split)
+        for split in _STAGE_SPLITS.get(str(stage) if stage is not None else "", SPLITS + (LONG,)):
+            if split != LONG or self.long_min_length is not None:
+                self._load(split)
 
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
         """Batches of ``split`` for this rank.
@@ -411,6 +466,12 @@ class PFADataModule(L.LightningDataModule):
     def test_dataloader(self) -> DataLoader:
         """Test batches, unshuffled (shortest strings first)."""
         return self._loader("test", shuffle=False)
+
+    def long_test_dataloader(self) -> Optional[DataLoader]:
+        """Batches of the long split (strings of at least ``long_min_length`` symbols, this
+        rank's share as for the test batches), or None without ``long_min_length``.
+        :class:`~cfl_lightning.callbacks.DecomposedKLCallback` evaluates them after the test."""
+        return None if self.long_min_length is None else self._loader(LONG, shuffle=False)
 
     # ------------------------------------------------------------------ targets
     @property
@@ -465,14 +526,14 @@ class PFADataModule(L.LightningDataModule):
 
     def expected_occurrences(self) -> dict[str, float]:
         """``num_strings`` x expected occurrences per unconstrained string, for every event."""
-        return expected_occurrences(self.automaton, self.settings.num_strings)
+        return expected_occurrences(self.automaton, self.train_strings)
 
     @property
     def expected_count(self) -> Optional[float]:
         """``num_strings`` x expected occurrences per unconstrained string (None without event)."""
         if self.event is None:
             return None
-        return self.settings.num_strings * expected_event_count(self.automaton, self.event)
+        return self.train_strings * expected_event_count(self.automaton, self.event)
 
     def summary(self) -> dict[str, Any]:
         """Flat dict for hyperparameter logging.
@@ -482,8 +543,9 @@ class PFADataModule(L.LightningDataModule):
         "parity_resampled", ``num_states``/``num_symbols``/``topology_seed``/``weight_seed`` for
         "random") and every other argument, plus ``realized_count``, ``realized_strings``,
         ``expected_count``, ``automaton_states``, ``alphabet_size``, ``vocab_size``,
-        ``automaton_id`` and ``train_tokens`` (symbols in the training corpus). Samples (or
-        reads) the training corpus if needed.
+        ``automaton_id``, ``train_tokens`` (symbols in the training corpus) and
+        ``train_strings`` (its strings: ``num_strings``, or with ``tokens`` the K chosen).
+        Samples (or reads) the training corpus if needed.
         """
         out = applicable(dict(self.hparams))
         out.update(
@@ -494,6 +556,29 @@ class PFADataModule(L.LightningDataModule):
             alphabet_size=self.num_symbols,
             vocab_size=self.vocab_size,
             automaton_id=self.automaton_id,
-            train_tokens=int(self.corpus("train").tokens.numel()),
+            train_tokens=self.train_tokens,
+            train_strings=self.train_strings,
         )
         return out
+
+    @property
+    def train_strings(self) -> int:
+        """Training strings K: ``num_strings``, or with ``tokens`` the K the sampler chose
+        (samples or reads the training corpus then)."""
+        if self.settings.tokens is None:
+            return self.settings.num_strings
+        return len(self.corpus("train"))
+
+    @property
+    def train_tokens(self) -> int:
+        """Symbols in the training corpus, EOS excluded (samples or reads it if needed)."""
+        return int(self.corpus("train").tokens.numel())
+
+    def _planned_strings(self) -> int:
+        """K before sampling: ``num_strings``, or with ``tokens`` a guess for the checks
+        (``T / E[length]``; at least ``count``, so that the count's bound is not refused)."""
+        s = self.settings
+        if s.tokens is None:
+            return s.num_strings
+        guess = round(s.tokens / max(self.automaton.expected_length(), 1e-2))
+        return max(1, guess, s.count or 0)

@@ -51,12 +51,18 @@ GENERATOR_ARGS: Mapping[str, tuple[str, ...]] = GENERATOR_REGISTRY.mapping("sett
 _SOURCE_ARGS = (
     "automaton", "generator", "eta", "num_states", "num_symbols", "topology_seed", "weight_seed"
 )
+#: training strings when neither ``num_strings`` nor ``corpus`` is given
+DEFAULT_NUM_STRINGS = 500
+#: integer fields that may be None
+_OPTIONAL = ("num_strings", "long_min_length")
 #: the integer fields: (name, lowest value, highest value or None), in the order they are checked
 _INTEGERS = (
-    ("num_strings", 1, None),
+    ("num_strings", 1, None),  # None: the default (below), or with a corpus the file's count
     ("val_strings", 0, None),
     ("test_strings", 0, None),
     ("test_target_strings", 0, None),
+    ("long_min_length", 0, None),  # None: no long split
+    ("long_test_strings", 0, None),
     ("max_tokens", 1, None),
     ("num_workers", 0, None),
     ("num_states", 1, None),
@@ -102,7 +108,19 @@ class DataSettings:
             With intervention "none" the corpus is unconstrained and the event's realized count
             is only recorded (the correlational setting).
         count: the intervention's target (required with an intervention, not allowed without).
-        num_strings: number of training strings K.
+        num_strings: number of training strings K (default 500; with ``corpus``: the file's
+            count, and a value given must equal it; with ``tokens``: not used).
+        corpus: path of a JSON Lines training corpus, as ``python -m cfl_lightning sample``
+            writes it (``{{"symbols": [...]}}`` per line), to train on instead of sampling one.
+            Every string is checked against the automaton (one line naming the file, the line
+            and the first symbol where it leaves the support); the event's realized count is
+            recorded as for a sampled corpus. ``intervention``, ``event`` and ``count`` then
+            describe the file and are checked, not applied: a corpus that does not meet them is
+            refused (its realized value named). Validation and test strings are still sampled.
+        tokens: a token-matched training corpus (``exact`` or ``at_least``): its total of
+            symbols T (EOS excluded, within 1%); the number of strings K is chosen by the sampler
+            (:mod:`~cfl_lightning.sampling.token_matched`), ``num_strings`` is then not used, and
+            ``results.json`` records the K chosen. None (default): ``num_strings`` strings.
         val_strings: number of validation strings (0 for none).
         test_strings: number of unconstrained test strings (0 for none).
         test_target_strings: additional test strings drawn conditioned on reaching a state at
@@ -111,6 +129,14 @@ class DataSettings:
             per-visit prefix law at those states is unchanged by the conditioning, and test
             batches carry importance ``weights`` that keep every other test value unbiased
             too. Needs an event; 0 (default) for none.
+        long_min_length: the length-generalization split (as in the Chomsky-hierarchy suite
+            and FLaRe): ``L`` adds ``long_test_strings`` test strings drawn from the automaton
+            conditioned on having at least ``L`` symbols, exactly (rejection on the
+            unconstrained sampler; refused in one line when ``P(length >= L)`` is too small to
+            reach, :mod:`cfl_lightning.sampling.length`). They are evaluated beside the ordinary
+            test strings and recorded under ``long_test`` in ``results.json``. None (default):
+            no long split.
+        long_test_strings: strings of the long split (used with ``long_min_length``).
         val_intervention: "none" (default): validation strings are unconstrained, so early
             stopping, the LR schedule and the checkpoint choice select on the KL to the
             automaton's own distribution, which is what the test reports; "same": drawn under
@@ -142,10 +168,14 @@ class DataSettings:
     intervention: InterventionName = "none"  # type: ignore[assignment]
     event: Optional[str] = None
     count: Optional[int] = None
-    num_strings: int = 500
+    num_strings: Optional[int] = None
+    corpus: Optional[str] = None
+    tokens: Optional[int] = None
     val_strings: int = 200
     test_strings: int = 500
     test_target_strings: int = 0
+    long_min_length: Optional[int] = None
+    long_test_strings: int = 500
     val_intervention: Literal["none", "same"] = "none"
     max_tokens: int = 128
     seed: int = 0
@@ -154,8 +184,17 @@ class DataSettings:
     num_workers: int = 0
 
     def __post_init__(self) -> None:
+        if self.num_strings is None and self.corpus is None:
+            object.__setattr__(self, "num_strings", DEFAULT_NUM_STRINGS)
         for name, low, high in _INTEGERS:
-            object.__setattr__(self, name, _integer(name, getattr(self, name), low, high))
+            value = getattr(self, name)
+            if value is not None or name not in _OPTIONAL:  # a corpus's count is read later
+                object.__setattr__(self, name, _integer(name, value, low, high))
+        if self.tokens is not None:
+            if self.corpus is not None:
+                raise CflError("data.tokens samples a training corpus, data.corpus reads one: "
+                               "give one of them")
+            object.__setattr__(self, "tokens", _integer("tokens", self.tokens, 1))
         generator(self.generator)  # unknown: PFSAError naming the registered generators
         intervention_kind(self.intervention)  # unknown: InterventionError naming the kinds
         for name in ("generator", "intervention"):  # plain text in hparams and results.json
@@ -178,6 +217,7 @@ class DataSettings:
             "val": self.val_strings,
             "test": self.test_strings,
             "test_target": self.test_target_strings,
+            "long_test": self.long_test_strings if self.long_min_length is not None else 0,
         }
 
 

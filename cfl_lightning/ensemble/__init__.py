@@ -14,13 +14,16 @@ Any ``LanguageModel`` subclass that keeps ``LanguageModel``'s training step and 
 ensembles (:func:`~cfl_lightning.ensemble.settings.check_ensembleable`). An architecture that
 owns a stacked form (``LanguageModel.stacked_network``: the shipped LSTM and transformer) can
 run all members as one batched computation; without one, each member runs its own forward in
-turn (the loop engine).
+turn (the loop engine). A member's data module offers what
+:mod:`~cfl_lightning.ensemble.requirements` lists (:class:`MemberData`; a ``PFADataModule``
+does), checked by :func:`check_member_data`.
 """
 
 from cfl_lightning.ensemble.checkpoint import LastCheckpoint
 from cfl_lightning.ensemble.module import EnsembleLanguageModel, MemberOutcome, stacked_network
 from cfl_lightning.ensemble.optim import StackedAdam, clip_rows_
 from cfl_lightning.ensemble.packing import PackedBatch, PackedCorpora
+from cfl_lightning.ensemble.requirements import MemberData, check_member_data
 from cfl_lightning.ensemble.schedule import MemberSchedules
 from cfl_lightning.ensemble.settings import NotEnsembleable, TrainSettings
 from cfl_lightning.ensemble.stacking import ParameterLayout
@@ -32,6 +35,8 @@ __all__ = [
     "MemberOutcome",
     "TrainSettings",
     "NotEnsembleable",
+    "MemberData",
+    "check_member_data",
     "LastCheckpoint",
     "stacked_network",
     "StackedLSTM",

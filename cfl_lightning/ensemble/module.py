@@ -45,6 +45,7 @@ from cfl_lightning.ensemble.data import PACINGS, EnsembleData, Ticks
 from cfl_lightning.ensemble.engines import ENGINES, LoopEngine, StackedEngine
 from cfl_lightning.ensemble.metrics import MemberDecomposedKL
 from cfl_lightning.ensemble.optim import StackedAdam
+from cfl_lightning.ensemble.requirements import check_member_data
 from cfl_lightning.ensemble.schedule import MemberSchedules
 from cfl_lightning.ensemble.settings import TrainSettings, check_ensembleable, check_trainer
 from cfl_lightning.ensemble.stacking import ParameterLayout
@@ -125,7 +126,9 @@ class EnsembleLanguageModel(pl.LightningModule):
     Args:
         models: the members' freshly built ``LanguageModel`` instances (one class, shared
             hyperparameters; their weights are the initial weights, they are not modified).
-        datamodules: their ``PFADataModule`` instances.
+        datamodules: their ``PFADataModule`` instances (or data modules offering what
+            :mod:`~cfl_lightning.ensemble.requirements` lists: refused otherwise, with
+            :class:`~cfl_lightning.ensemble.NotEnsembleable`).
         settings: the runs' clipping and early-stopping settings (``max_epochs`` is the
             Trainer's).
         names: the members' names (checked when resuming from a checkpoint).
@@ -164,6 +167,8 @@ class EnsembleLanguageModel(pl.LightningModule):
             raise ValueError("need one data module per model, and at least one model")
         first = models[0]
         check_ensembleable(first)
+        for datamodule in datamodules:
+            check_member_data(datamodule)
         for model in models[1:]:
             if type(model) is not type(first) or any(
                 model.hparams.get(k) != first.hparams.get(k) for k in _SHARED

@@ -1,11 +1,19 @@
-"""Where the product varies: registries of automaton generators, event kinds and intervention
-kinds (pure Python; no torch at import).
+"""Where the product varies: registries of automaton kinds, automaton generators, event kinds and
+intervention kinds (pure Python; no torch at import).
 
 Each registry is a :class:`~cfl_lightning.kinds.registry.Registry` of frozen entries; the CLI's
 choices, the configs' validation, the analysis labels and the docs' lists read it. Adding a kind
 is one module (its code) plus one ``register_*`` call (docs/design.md, "Where things vary").
 """
 
+from cfl_lightning.kinds.automata import (
+    AUTOMATON_KINDS,
+    AutomatonKind,
+    automaton_kind,
+    check_position_classes,
+    event_table_ref,
+    register_automaton_kind,
+)
 from cfl_lightning.kinds.events import (
     EVENT_KIND_REGISTRY,
     EventKind,
@@ -30,6 +38,12 @@ from cfl_lightning.kinds.registry import Registry, resolve
 __all__ = [
     "Registry",
     "resolve",
+    "AutomatonKind",
+    "AUTOMATON_KINDS",
+    "automaton_kind",
+    "register_automaton_kind",
+    "event_table_ref",
+    "check_position_classes",
     "Generator",
     "GeneratorParam",
     "GENERATOR_REGISTRY",

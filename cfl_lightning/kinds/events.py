@@ -7,16 +7,18 @@ Built in (:data:`EVENT_KIND_REGISTRY`, registration order), with their text form
 * ``transition:SOURCE:SYM`` -- the one transition leaving ``SOURCE`` on ``SYM``;
 * ``push:X`` -- every step that pushes stack symbol ``X`` (a pushdown automaton's nesting).
 
-An :class:`EventKind` names the :class:`~cfl_lightning.automata.Event` attributes its text
-carries (``fields``, in text order, the last one read whole so that it may contain ``:``), its
-table on each automaton kind (``tables``: ``{"pfsa": ref}``, a function ``(event, automaton) ->
-[C, S] int64``), where it lives in a decomposed KL (``locate``, on a PFSA), and how the analysis
+An :class:`EventKind` names the fields of an :class:`~cfl_lightning.automata.Event` its text
+carries (``fields``, in text order, the last one read whole so that it may contain ``:``), the
+tables it brings for automaton kinds (``tables``: ``{"pushdown": ref}``, a function ``(event,
+automaton) -> [C, S] int64``; an automaton kind brings the tables of the event kinds it has in its
+own entry, :mod:`cfl_lightning.kinds.automata`, which looks both up), where it lives in a
+decomposed KL (``locate``, on a PFSA), and how the analysis
 names its contribution (``quantity``, ``weight``, ``signed``, ``title``). Parsing and formatting
 (:func:`parse_event_text`, :func:`format_event`) are generic over the fields. Pure Python (no
 torch at import): the analysis reads the labels without torch.
 
 Adding a kind (a pushdown automaton's ``push:X``, see docs/design.md): write its table function
-in its automaton's module, then ``register_event_kind(EventKind(...))``.
+in its automaton's module, then ``register_event_kind(EventKind(..., tables={kind: ref}))``.
 """
 
 from __future__ import annotations
@@ -40,7 +42,8 @@ __all__ = [
     "event_forms",
 ]
 
-#: the :class:`~cfl_lightning.automata.Event` attributes a kind's text may carry
+#: the built-in fields of an :class:`~cfl_lightning.automata.Event` (its accessors); a kind may
+#: name others (any identifier but ``kind``), read from ``Event.fields``
 EVENT_FIELDS = ("state", "symbol", "stack")
 _PLACEHOLDERS = {"state": "NAME", "symbol": "SYM", "stack": "X"}
 
@@ -51,16 +54,18 @@ class EventKind:
 
     Attributes:
         name: the text form's first field (``state`` in ``state:NAME``).
-        fields: the :class:`~cfl_lightning.automata.Event` attributes that follow, in text order
-            (each in :data:`EVENT_FIELDS`).
+        fields: the names of the :class:`~cfl_lightning.automata.Event` fields that follow, in
+            text order (identifiers; :data:`EVENT_FIELDS` have accessors).
         description: one line for the docs and ``--help``.
-        tables: ``{automaton kind: ref}``: the table function ``(event, automaton) -> [C, S]``
-            int64 counting the occurrences each (class, symbol) step adds (raises
-            ``EventError`` for an unknown name). A PFSA's is ``Event.function``.
+        tables: ``{automaton kind: ref}``: the table functions this event kind brings for
+            automaton kinds that do not list it themselves (``AutomatonKind.events``),
+            ``(event, automaton) -> [C, S]`` int64 counting the occurrences each (class, symbol)
+            step adds (raises ``EventError`` for an unknown name); looked up by
+            :func:`cfl_lightning.kinds.automata.event_table_ref`.
         locate: ``(event, pfsa) -> (family, index)``: where the event lives in a decomposed
             KL (``("state", q)``); or None.
         placeholders: how the docs write each field (``("SOURCE", "SYM")``); default
-            ``NAME``/``SYM``/``X``.
+            ``NAME``/``SYM``/``X``, a new field's name in capitals.
         quantity: the analysis name of its KL contribution (``"per-state"``).
         weight: the weight of the weighted reading in plot labels (``"p_π(q)"``).
         signed: its contribution can be negative (a single-symbol log ratio), so the
@@ -81,15 +86,17 @@ class EventKind:
     title: Callable[[str], str] | None = None
 
     def __post_init__(self) -> None:
-        unknown = [f for f in self.fields if f not in EVENT_FIELDS]
-        if not self.fields or unknown:
+        bad = [f for f in self.fields if not (isinstance(f, str) and f.isidentifier())]
+        if not self.fields or bad or "kind" in self.fields or len(set(self.fields)) < len(
+            self.fields
+        ):
             raise EventError(
-                f"event kind {self.name!r}: fields must be among {', '.join(EVENT_FIELDS)}, "
-                f"got {self.fields!r}"
+                f"event kind {self.name!r}: fields must be distinct identifiers other than "
+                f"'kind' (such as {', '.join(EVENT_FIELDS)}), got {self.fields!r}"
             )
         if not self.placeholders:
             object.__setattr__(
-                self, "placeholders", tuple(_PLACEHOLDERS[f] for f in self.fields)
+                self, "placeholders", tuple(_PLACEHOLDERS.get(f, f.upper()) for f in self.fields)
             )
         if not self.quantity:
             object.__setattr__(self, "quantity", f"per-{self.name}")
@@ -109,18 +116,6 @@ class EventKind:
     def panel_title(self, rest: str) -> str:
         """A plot panel's title for the event ``kind:rest``."""
         return self.title(rest) if self.title is not None else f"{self.name} {rest}"
-
-    def table_for(self, automaton_kind: str) -> Ref:
-        """The table function on automata of ``automaton_kind``.
-
-        Raises:
-            EventError: the kind has no table there (``push events need a pushdown automaton``).
-        """
-        ref = self.tables.get(automaton_kind)
-        if ref is None:
-            where = " or ".join(self.tables) or "another"
-            raise EventError(f"{self.name} events need a {where} automaton")
-        return ref
 
 
 _REGISTRY: Registry[EventKind] = Registry("event kind", EventError)
@@ -165,7 +160,7 @@ def parse_event_text(spec: Any) -> tuple[str, dict[str, str]]:
 def format_event(kind: str, values: Mapping[str, Any]) -> str:
     """The text form of an event of ``kind`` with field ``values``."""
     entry = _REGISTRY.get(kind)
-    return ":".join((kind, *(str(values[f]) for f in entry.fields)))
+    return ":".join((kind, *(str(values.get(f)) for f in entry.fields)))
 
 
 def _transition_title(rest: str) -> str:
@@ -181,7 +176,6 @@ for _kind in (
         "state",
         ("state",),
         "every transition leaving state NAME (stopping at it is not an occurrence)",
-        tables={"pfsa": f"{_EVENTS}:state_table"},
         locate=f"{_EVENTS}:state_index",
         weight="p_π(q)",
     ),
@@ -189,7 +183,6 @@ for _kind in (
         "symbol",
         ("symbol",),
         "every transition emitting SYM",
-        tables={"pfsa": f"{_EVENTS}:symbol_table"},
         locate=f"{_EVENTS}:symbol_index",
         weight="p_π(s)",
         signed=True,
@@ -198,7 +191,6 @@ for _kind in (
         "transition",
         ("state", "symbol"),
         "the one transition leaving SOURCE on SYM",
-        tables={"pfsa": f"{_EVENTS}:transition_table"},
         locate=f"{_EVENTS}:transition_index",
         placeholders=("SOURCE", "SYM"),
         weight="p_π(q,s)",

@@ -70,9 +70,11 @@ class InterventionKind:
         label: the setting's legend label (``"causal (exact count)"``).
         style: the plot's ``(linestyle, marker, band alpha)``.
         memory: the memory estimate hook (:data:`MemoryHook`), or None (no extra memory).
-        sampler: the kind's sampling function, a callable or a ``"module:function"`` reference.
-            Today's :func:`~cfl_lightning.sampling.draw` dispatches on the kind itself; the
-            backend rewrite (:mod:`cfl_lightning.sampling.backend`) calls this slot.
+        sampler: the kind's sampling function ``sampler(job) -> Corpus``, a callable or a
+            ``"module:function"`` reference: :func:`~cfl_lightning.sampling.draw` calls it on a
+            :class:`~cfl_lightning.sampling.samplers.SamplingJob` (the automaton's sampler
+            backend, ``K``, the intervention, the two random streams) whatever the kind. None:
+            the kind is sampled only by ``method="rejection"`` (the exact one refuses it).
     """
 
     name: str
@@ -181,7 +183,7 @@ def register_intervention(kind: InterventionKind, *, replace: bool = False) -> N
     _REGISTRY.register(kind, replace=replace)
 
 
-_SAMPLER = "cfl_lightning.sampling.sampler"
+_SAMPLER = "cfl_lightning.sampling.samplers"
 for _kind in (
     InterventionKind(
         "none",
@@ -190,7 +192,7 @@ for _kind in (
         setting="correlational",
         label="correlational",
         style=(":", "D", 0.0),
-        sampler="cfl_lightning.sampling.paths:sample_paths",
+        sampler=f"{_SAMPLER}:unconstrained",
     ),
     InterventionKind(
         "exact",
@@ -200,7 +202,7 @@ for _kind in (
         label="causal (exact count)",
         style=("-", "o", 0.15),
         memory=count_law_memory,
-        sampler=f"{_SAMPLER}:_plan",
+        sampler=f"{_SAMPLER}:exact",
     ),
     InterventionKind(
         "at_least",
@@ -211,7 +213,7 @@ for _kind in (
         label="causal (at least N)",
         style=("-", "s", 0.15),
         memory=count_law_memory,
-        sampler=f"{_SAMPLER}:_plan",
+        sampler=f"{_SAMPLER}:at_least",
     ),
     InterventionKind(
         "at_least_once",
@@ -222,7 +224,7 @@ for _kind in (
         label="causal (at least once)",
         style=("-", "^", 0.15),
         memory=presence_memory,
-        sampler=f"{_SAMPLER}:_at_least_once",
+        sampler=f"{_SAMPLER}:at_least_once",
     ),
 ):
     register_intervention(_kind)

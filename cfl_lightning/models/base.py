@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import warnings
 from typing import Any, Literal, Protocol
 
 import lightning.pytorch as pl
@@ -26,6 +27,7 @@ from cfl_lightning.callbacks.decomposed_kl import MONITOR, DecomposedKLCallback
 from cfl_lightning.data.tokens import TokenIds
 from cfl_lightning.losses import LOSSES, training_loss
 from cfl_lightning.metrics.epoch_loss import EPOCH_LOSS_NAMES, EpochLoss
+from cfl_lightning.models.construction import cli_is_instantiating, finishing_init
 from cfl_lightning.models.sizing import count_parameters
 
 __all__ = ["LanguageModel", "StackedNetwork", "MONITOR", "INIT_RANGE"]
@@ -99,8 +101,26 @@ class LanguageModel(pl.LightningModule):
     and passes the rest on as ``**training`` (``dropout``, ``lr``, ``lr_factor``,
     ``lr_patience``, ``loss``); LightningCLI (jsonargparse) follows ``super().__init__(...,
     **training)`` and shows them, typed and with these defaults and descriptions, as the
-    subclass's ``model.init_args.*``. :meth:`_finish_init` saves every argument, defaults
-    included, as hyperparameters in the subclass's signature order.
+    subclass's ``model.init_args.*``. Every argument, defaults included, is saved as a
+    hyperparameter in the subclass's signature order.
+
+    **Writing a subclass** (the contract; a complete example, a GRU, in
+    ``docs/guide/models.md``): its ``__init__`` calls ``super().__init__(...)`` first, then
+    builds its layers; it implements :meth:`forward`. Nothing else is called: once the
+    outermost ``__init__`` returns, the package initialises the parameters
+    (:meth:`reset_parameters`: uniform in ``[-INIT_RANGE, INIT_RANGE]``, layer norms 1 and 0;
+    override it to choose another initialisation, never call it), counts them
+    (:attr:`num_parameters`) and saves the hyperparameters. Optional: :meth:`chosen_sizes`
+    (widths to record), :meth:`stacked_network` (the stacked engine of ensembles). A subclass
+    that keeps :meth:`training_step`, :meth:`configure_optimizers`, ``optimizer_step`` and
+    ``configure_gradient_clipping`` trains under ``sweep --ensemble M`` as in its own runs.
+    What it may read after ``super().__init__``:
+
+    * ``num_symbols`` (``|S|``), ``vocab_size`` (input ids, ``S + 3``: the embedding's rows),
+      ``num_classes`` (outputs, ``S + 1``, EOS last), ``eos_id``, ``bos_id``, ``pad_id``;
+    * ``param_budget``, ``dropout_p`` (the ``dropout`` argument: the layers' dropout
+      probability), ``lr``, ``lr_factor``, ``lr_patience``, ``loss_name``;
+    * after construction, ``num_parameters`` and ``size_summary``.
 
     Args:
         num_symbols: alphabet size ``|S|`` (the CLI links it from ``data.num_symbols``).
@@ -162,27 +182,65 @@ class LanguageModel(pl.LightningModule):
         #: epoch sums of the training loss (torchmetrics states, not in the state dict)
         self.train_loss = EpochLoss()
 
-    # ------------------------------------------------------------------ construction helpers
-    def _finish_init(self, **sizes: int) -> None:
-        """Initialize the weights, save the init args as hparams and record the parameter count.
+    # ------------------------------------------------------------------ construction
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Every subclass's ``__init__`` is finished by :meth:`_after_init` once the outermost
+        one returns (:func:`~cfl_lightning.models.construction.finishing_init`)."""
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is not None and not getattr(init, "finishes_language_model", False):
+            cls.__init__ = finishing_init(init, LanguageModel._after_init)  # type: ignore[misc]
 
-        Call at the end of a subclass ``__init__``. ``sizes`` (the chosen widths) and the
-        parameter count are kept in :attr:`size_summary` and logged as hyperparameters when
-        fitting starts; they are not put into ``hparams``, which must hold init args only (the
-        CLI re-instantiates models from a checkpoint's hparams).
+    def _after_init(self, arguments: dict[str, Any]) -> None:
+        """Finish a constructed subclass (called once, after its ``__init__``; never by it).
+
+        In this order: :meth:`reset_parameters` (the package's initialisation, or the
+        subclass's override), :attr:`num_parameters`, the hyperparameters (the call's
+        ``arguments``, or LightningCLI's parsed ``init_args`` when it instantiates the model,
+        completed by :meth:`_add_shared_defaults`) and :attr:`size_summary` (the subclass's
+        :meth:`chosen_sizes` and the parameter count; logged as hyperparameters when fitting
+        starts, not put into ``hparams``, which must hold init args only: the CLI
+        re-instantiates models from a checkpoint's hparams).
         """
         self.reset_parameters()
         self.num_parameters = count_parameters(self)
-        caller = inspect.currentframe()
-        self.save_hyperparameters(frame=caller.f_back if caller is not None else None)
+        if cli_is_instantiating():
+            self.save_hyperparameters()  # LightningCLI's record of the call
+        else:
+            self.save_hyperparameters(arguments)
+            self._hparams_name = "kwargs"  # as Lightning names a save of every init argument
         self._add_shared_defaults()
+        sizes = self.__dict__.pop("_legacy_sizes", None)
+        sizes = self.chosen_sizes() if sizes is None else sizes
         self.size_summary: dict[str, int] = {**sizes, "num_parameters": self.num_parameters}
+
+    def chosen_sizes(self) -> dict[str, int]:
+        """The widths this model chose (from its budget or its arguments), by name.
+
+        Override to record them: they join :attr:`size_summary` before ``num_parameters``
+        (the shipped LSTM: ``{"hidden_size_actual": ...}``). Default: none.
+        """
+        return {}
+
+    def _finish_init(self, **sizes: int) -> None:
+        """Deprecated: nothing needs calling any more (kept for subclasses written before).
+
+        The model is finished after ``__init__`` returns (:meth:`_after_init`); ``sizes`` are
+        recorded in place of :meth:`chosen_sizes`.
+        """
+        warnings.warn(
+            "LanguageModel._finish_init is deprecated and not needed: the model is initialised "
+            "after __init__ returns; override chosen_sizes() to record sizes",
+            DeprecationWarning, stacklevel=2,
+        )
+        self.__dict__["_legacy_sizes"] = dict(sizes)
 
     def _add_shared_defaults(self) -> None:
         """Complete ``hparams`` with the shared arguments a subclass left to their defaults.
 
-        A subclass passes the shared arguments on as ``**training``, so the frame that
-        :meth:`save_hyperparameters` reads holds only those given. The missing ones are added at
+        A subclass passes the shared arguments on as ``**training``, so the call's arguments
+        (:func:`~cfl_lightning.models.construction.init_arguments`) hold only those given.
+        The missing ones are added at
         :class:`LanguageModel`'s defaults, every key in the order of the subclass's signature
         followed by ours (the order the keys had when each subclass listed them all). Under
         LightningCLI the hyperparameters are the parsed ``init_args`` (all of them): kept as

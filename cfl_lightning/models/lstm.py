@@ -150,7 +150,10 @@ class LSTMLanguageModel(LanguageModel):
         self.net = _LSTMNet(
             self.vocab_size, self.num_classes, self.hidden_size, num_layers, self.dropout_p
         )
-        self._finish_init(hidden_size_actual=self.hidden_size)
+
+    def chosen_sizes(self) -> dict[str, int]:
+        """``{"hidden_size_actual": ...}``: the hidden size, given or chosen from the budget."""
+        return {"hidden_size_actual": self.hidden_size}
 
     def forward(self, input_ids: Tensor) -> Tensor:
         """``[B, T]`` token ids -> ``[B, T, S+1]`` next-symbol log-probabilities."""

@@ -227,9 +227,11 @@ class TransformerLanguageModel(LanguageModel):
             self.vocab_size, self.num_classes, self.d_model, num_heads, self.feedforward_size,
             num_layers, self.dropout_p,
         )
-        self._finish_init(
-            d_model_actual=self.d_model, feedforward_size_actual=self.feedforward_size
-        )
+
+    def chosen_sizes(self) -> dict[str, int]:
+        """``{"d_model_actual": ..., "feedforward_size_actual": ...}``: the widths, given or
+        chosen from the budget."""
+        return {"d_model_actual": self.d_model, "feedforward_size_actual": self.feedforward_size}
 
     def forward(self, input_ids: Tensor) -> Tensor:
         """``[B, T]`` token ids -> ``[B, T, S+1]`` next-symbol log-probabilities."""

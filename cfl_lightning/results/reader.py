@@ -23,7 +23,7 @@ from typing import Any
 
 from cfl_lightning.errors import CflError, OutputError
 from cfl_lightning.io import read_text
-from cfl_lightning.results.schema import field
+from cfl_lightning.results.schema import LONG_SPLIT_KEYS, field
 
 __all__ = [
     "ResultsFileError",
@@ -33,6 +33,8 @@ __all__ = [
     "results_problem",
     "has_results",
     "FieldReader",
+    "SPLITS",
+    "split_view",
 ]
 
 #: the largest results file read (a run's is a few hundred kB at most)
@@ -116,7 +118,7 @@ class FieldReader:
         """``data[key]`` read as its schema type (missing key: None)."""
         reading = {
             "integer": self.integer, "number": self.number, "string": self.text,
-            "object": self.mapping,
+            "object": self.mapping, "boolean": self.boolean,
         }[field(key).type]
         return reading(data.get(key), key)
 
@@ -158,6 +160,16 @@ class FieldReader:
         # "None" is how ``wandb agent`` writes a Python None; lower-case "none" is an intervention
         return None if value.strip() in ("", "null", "None") else value
 
+    def boolean(self, value: Any, key: str) -> bool | None:
+        """A bool (``"true"``/``"false"`` as text too), None for a missing value."""
+        if isinstance(value, str) and value.strip().lower() in _MISSING_TEXT:
+            return None
+        if value is None or isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+            return value.strip().lower() == "true"
+        raise self.wrong(key, "a boolean or null", value)
+
     def mapping(self, value: Any, key: str) -> Mapping[str, Any] | None:
         """A JSON object, None for a missing value."""
         if value is None:
@@ -165,3 +177,32 @@ class FieldReader:
         if not isinstance(value, Mapping):
             raise self.wrong(key, "an object or null", value)
         return value
+
+
+#: the evaluation splits a results object may hold: ``test`` (the top-level KL entries) and
+#: ``long`` (the ``long_test`` object, ``data.long_min_length``)
+SPLITS = ("test", "long")
+
+
+def split_view(data: Mapping[str, Any], split: str) -> dict[str, Any] | None:
+    """The results object ``data`` with the KL entries of ``split`` at the top level.
+
+    ``"test"``: ``data`` itself. ``"long"``: ``data`` with every entry of its ``long_test``
+    object (``kl_total``, ``kl_target``, ``kl``, ``test_visits``, ...) in place of the test's,
+    so that every reader of the test values reads the long split's unchanged; None when the
+    run has no long split (``long_test`` missing or null).
+
+    Raises:
+        CflError: an unknown split, or a ``long_test`` that is not an object.
+    """
+    if split not in SPLITS:
+        raise CflError(f"unknown split {split!r}; expected one of {', '.join(SPLITS)}")
+    if split == "test":
+        return dict(data)
+    long = data.get("long_test")
+    if long is None:
+        return None
+    if not isinstance(long, Mapping):
+        raise CflError(f"long_test: expected an object or null, got {_shown(long)}")
+    entries = {k: v for k, v in long.items() if k not in LONG_SPLIT_KEYS}
+    return {**data, **entries}

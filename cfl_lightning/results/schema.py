@@ -23,6 +23,7 @@ __all__ = [
     "RESULT_KEYS",
     "TYPES",
     "OCCURRENCE_PART",
+    "LONG_SPLIT_KEYS",
     "field",
     "type_problems",
     "automaton_id",
@@ -71,7 +72,7 @@ FIELDS: tuple[Field, ...] = (
           _NO_EVENT),
     Field("expected_count", "number", "`num_strings` x E[occurrences per unconstrained string]",
           _NO_EVENT),
-    Field("num_strings", "integer", "training strings"),
+    Field("num_strings", "integer", "training strings (with `data.tokens`: the K chosen)"),
     Field("num_parameters", "integer", "the model's trainable parameters"),
     Field("seed", "integer", "`seed_everything` (model init, dropout; the corpus's seed is "
           "`config.data.seed`)", "when the run was not seeded"),
@@ -108,7 +109,17 @@ FIELDS: tuple[Field, ...] = (
           "containing the event) or `occurrences`"),
     Field("train_time_resumed_s", "number", "the part of `train_time_s` after resuming",
           "when the fit did not resume or did not run"),
+    Field("long_test", "object", "the long split (`data.long_min_length`): `min_length`, "
+          "`num_strings`, its plain per-string means `kl_per_string`, `kl_per_token`, "
+          "`ce_per_string`, and `kl_total`, `kl_target`, `kl_target_unweighted`, `kl`, "
+          "`kl_unweighted`, `target_test_visits`, `test_visits` as above, their per-visit "
+          "averages from its strings", "without a long split, or without a test KL"),
+    Field("train_tokens", "integer", "symbols in the training corpus (EOS excluded; with "
+          "`data.tokens`, within 1% of it)", "for a data module without `train_tokens` (yours)"),
 )
+
+#: the keys of the ``long_test`` object besides the KL entries, in file order
+LONG_SPLIT_KEYS = ("min_length", "num_strings", "kl_per_string", "kl_per_token", "ce_per_string")
 
 #: the keys of ``results.json``, in file order
 RESULT_KEYS: tuple[str, ...] = tuple(f.name for f in FIELDS)

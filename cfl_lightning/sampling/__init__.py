@@ -1,13 +1,6 @@
 """Pure sampling core: unconstrained, exact-intervention and rejection samplers."""
 
-from cfl_lightning.sampling import pfsa_backend  # noqa: F401  (registers the "pfsa" sampler)
-from cfl_lightning.sampling.backend import (
-    EventCounts,
-    SamplerBackend,
-    backend_for,
-    register_backend,
-)
-from cfl_lightning.sampling import pushdown_backend as _pushdown_backend  # registers "pushdown"
+from cfl_lightning.sampling.backend import EventCounts, SamplerBackend, backend_for
 from cfl_lightning.sampling.budget import (
     MemoryEstimate,
     check_corpora_memory,
@@ -18,13 +11,14 @@ from cfl_lightning.sampling.corpus import Corpus
 from cfl_lightning.sampling.intervention import Intervention
 from cfl_lightning.sampling.request import SamplingRequest, check_request, resolve_device
 from cfl_lightning.sampling.sampler import INTERVENTIONS, METHODS, draw, sample_corpus
+from cfl_lightning.sampling.samplers import SamplingJob
 from cfl_lightning.sampling.visits import reach_probability, sample_visiting, stake_states
 
 __all__ = [
     "SamplerBackend",
     "EventCounts",
     "backend_for",
-    "register_backend",
+    "SamplingJob",
     "Corpus",
     "Intervention",
     "sample_corpus",

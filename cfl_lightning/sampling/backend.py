@@ -1,4 +1,4 @@
-"""Sampler backends: one per automaton kind, registered by the automaton's ``kind``.
+"""Sampler backends: one per automaton kind, named by the kind's registry entry.
 
 The intervention samplers (:func:`~cfl_lightning.sampling.draw`) are generic: the corpus split
 (:func:`~cfl_lightning.sampling.counts.split_exact`, ``split_at_least``, the at-least-once
@@ -10,19 +10,22 @@ for one kind of automaton (:class:`~cfl_lightning.automata.protocol.Automaton`):
 * ``"pushdown"``: the count law as the start symbol's value in the binning semiring over the
   automaton's excursions (a polynomial fixed point), and top-down conditioned generation.
 
-Adding an automaton kind: implement the protocol in ``automata/``, a backend here, and
-``register_backend(kind, factory)`` in the module that defines the backend.
+Adding an automaton kind: implement the protocol in ``automata/``, a backend in ``sampling/``,
+and name both in its one registration,
+``register_automaton_kind(AutomatonKind(name, ..., loader=..., backend=...))``
+(:mod:`cfl_lightning.kinds.automata`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 import torch
 from torch import Tensor
 
 from cfl_lightning.errors import CflError
+from cfl_lightning.kinds.automata import AUTOMATON_KINDS
+from cfl_lightning.kinds.registry import call
 
 if TYPE_CHECKING:
     from cfl_lightning.automata.events import Event
@@ -31,7 +34,7 @@ if TYPE_CHECKING:
     from cfl_lightning.sampling.corpus import Corpus
     from cfl_lightning.sampling.counts import CountLaw
 
-__all__ = ["EventCounts", "SamplerBackend", "register_backend", "backend_for", "backend_kinds"]
+__all__ = ["EventCounts", "SamplerBackend", "backend_for", "backend_kinds"]
 
 
 class EventCounts(Protocol):
@@ -98,29 +101,21 @@ class SamplerBackend(Protocol):
         ...
 
 
-_BACKENDS: dict[str, Callable[[Automaton], SamplerBackend]] = {}
-
-
-def register_backend(kind: str, factory: Callable[[Automaton], SamplerBackend]) -> None:
-    """Register the sampler backend of automata whose ``kind`` is ``kind``."""
-    _BACKENDS[kind] = factory
-
-
 def backend_kinds() -> tuple[str, ...]:
     """The automaton kinds that have a sampler backend."""
-    return tuple(_BACKENDS)
+    return tuple(k.name for k in AUTOMATON_KINDS if k.backend is not None)
 
 
 def backend_for(automaton: Automaton) -> SamplerBackend:
-    """The sampler backend of ``automaton`` (by its ``kind``).
+    """The sampler backend of ``automaton`` (its kind's registry entry's ``backend``).
 
     Raises:
         CflError: no backend is registered for the automaton's kind.
     """
-    factory = _BACKENDS.get(automaton.kind)
+    kind = automaton.kind
+    factory = AUTOMATON_KINDS.get(kind).backend if kind in AUTOMATON_KINDS else None
     if factory is None:
         raise CflError(
-            f"no sampler for automata of kind {automaton.kind!r} "
-            f"(known: {', '.join(sorted(_BACKENDS)) or 'none'})"
+            f"no sampler for automata of kind {kind!r} (known: {', '.join(backend_kinds())})"
         )
-    return factory(automaton)
+    return call(factory, automaton)

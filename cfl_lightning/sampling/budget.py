@@ -16,11 +16,9 @@ memory available; ``0`` or ``off`` turns the check off.
 from __future__ import annotations
 
 import math
-import os
-import re
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import torch
@@ -28,7 +26,9 @@ import torch
 from cfl_lightning.automata.events import Event
 from cfl_lightning.automata.protocol import Automaton, expected_event_count
 from cfl_lightning.errors import SizeError
+from cfl_lightning.memory import MEMORY_LIMIT_ENV, format_bytes, host_available, limit_from_env
 from cfl_lightning.kinds.interventions import intervention_kind
+from cfl_lightning.sampling.estimates import CorpusRequest, Estimate, check_estimate, estimate_request
 
 if TYPE_CHECKING:
     from cfl_lightning.sampling.intervention import Intervention
@@ -48,7 +48,6 @@ __all__ = [
     "LONG_STRING_WARNING",
 ]
 
-MEMORY_LIMIT_ENV = "CFL_LIGHTNING_MEMORY_LIMIT"
 LONG_STRING_WARNING = 1_000.0  # expected symbols per string above which a warning is given
 # Bytes per token / per string, measured on the CPU sampler (peak RSS over the corpus size):
 SAMPLE_PER_TOKEN = 40  # per-step records, the flat corpus and the assembly temporaries
@@ -73,6 +72,8 @@ class MemoryEstimate:
         bins_bytes: backward bins and count laws (exact samplers; 0 without an intervention).
         corpus_bytes: sampling the corpus and holding it.
         extra_bytes: what the caller added (e.g. batch tensors of a data module).
+        seconds: estimated CPU seconds (:mod:`~cfl_lightning.sampling.estimates`; None when
+            not estimated).
     """
 
     num_strings: int
@@ -81,6 +82,7 @@ class MemoryEstimate:
     bins_bytes: int
     corpus_bytes: int
     extra_bytes: int = 0
+    seconds: float | None = field(default=None, compare=False)
 
     @property
     def total(self) -> int:
@@ -110,18 +112,9 @@ class MemoryEstimate:
             bins_bytes=max(p.bins_bytes for p in parts),
             corpus_bytes=sum(p.corpus_bytes for p in parts),
             extra_bytes=sum(p.extra_bytes for p in parts),
+            seconds=None if any(p.seconds is None for p in parts)
+            else sum(p.seconds or 0.0 for p in parts),
         )
-
-
-def format_bytes(n: float) -> str:
-    """``1536`` -> ``"1.5 KB"`` (powers of 1024); ``inf`` -> ``"inf B"``."""
-    if not math.isfinite(n):
-        return "inf B"
-    for unit in ("B", "KB", "MB", "GB", "TB", "PB"):
-        if abs(n) < 1024 or unit == "PB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} PB"  # pragma: no cover
 
 
 def estimate_sampling(
@@ -173,61 +166,13 @@ def estimate_sampling(
     return MemoryEstimate(k, length, tokens, bins, int(min(corpus, 2**62)))
 
 
-_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgtKMGT]?)i?[bB]?\s*$")
-
-
-def _limit_from_env() -> int | None:
-    """The override in ``CFL_LIGHTNING_MEMORY_LIMIT``: bytes, ``-1`` for off, None if unset."""
-    text = os.environ.get(MEMORY_LIMIT_ENV, "").strip()
-    if not text:
-        return None
-    if text.lower() in ("0", "off", "none", "inf"):
-        return -1
-    match = _SIZE.match(text)
-    if not match:
-        raise SizeError(f"{MEMORY_LIMIT_ENV}={text!r}: expected bytes such as 4G, 512M or 0 (off)")
-    scale = 1024 ** " KMGT".index(match.group(2).upper() or " ")
-    return int(float(match.group(1)) * scale)
-
-
-def _read_int(path: str) -> int | None:
-    try:
-        with open(path, encoding="ascii") as handle:
-            text = handle.read().strip()
-    except OSError:
-        return None
-    return int(text) if text.isdigit() else None
-
-
-def _host_available() -> int | None:
-    candidates = []
-    try:
-        with open("/proc/meminfo", encoding="ascii") as handle:
-            for line in handle:
-                if line.startswith("MemAvailable:"):
-                    candidates.append(int(line.split()[1]) * 1024)
-    except (OSError, ValueError, IndexError):
-        pass
-    for limit, usage in (
-        ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
-        (
-            "/sys/fs/cgroup/memory/memory.limit_in_bytes",
-            "/sys/fs/cgroup/memory/memory.usage_in_bytes",
-        ),
-    ):
-        cap, used = _read_int(limit), _read_int(usage)
-        if cap is not None and used is not None and cap < 2**60:
-            candidates.append(max(cap - used, 0))
-    return min(candidates) if candidates else None
-
-
 def available_memory(device: str | torch.device = "cpu") -> int | None:
     """Bytes available on ``device`` (``-1`` when the check is turned off; None if unknown).
 
     The host: the smaller of ``MemAvailable`` and the cgroup's limit minus its usage. CUDA: the
     free memory reported by the driver. ``CFL_LIGHTNING_MEMORY_LIMIT`` overrides both.
     """
-    override = _limit_from_env()
+    override = limit_from_env()
     if override is not None:
         return override
     dev = torch.device(device)
@@ -236,7 +181,7 @@ def available_memory(device: str | torch.device = "cpu") -> int | None:
             return int(torch.cuda.mem_get_info(dev)[0])
         except (RuntimeError, AssertionError):
             return None
-    return _host_available()
+    return host_available()
 
 
 def automaton_bytes(num_states: int, num_symbols: int) -> int:
@@ -320,8 +265,11 @@ def check_corpora_memory(
     write: bool = False,
     extra_bytes_per_token: float = 0.0,
     what: str = "sampling",
+    method: str = "binning",
+    force: bool = False,
+    insist: str = "force=True",
 ) -> MemoryEstimate:
-    """The one memory check before sampling: every entry point calls it once.
+    """The one memory (and time) check before sampling: every entry point calls it once.
 
     :func:`~cfl_lightning.sampling.sample_corpus` and the ``sample`` command check their one
     corpus; a data module checks all its splits together (they are all kept, with
@@ -336,25 +284,47 @@ def check_corpora_memory(
         write: include writing the corpus as JSON Lines (the ``sample`` command).
         extra_bytes_per_token: bytes per position the caller keeps besides the corpus.
         what: the subject of the refusal's message.
+        method: ``binning`` or ``rejection`` (the time law is the exact sampler's).
+        force: run a request whose estimated time or memory is far beyond its size
+            (:func:`~cfl_lightning.sampling.estimates.check_estimate`); memory that does not
+            fit at all is refused all the same.
+        insist: how the caller sets ``force``, for the message (``--force``).
 
     Returns:
-        the combined :class:`MemoryEstimate`.
+        the combined :class:`MemoryEstimate`, with the estimated CPU seconds.
 
     Raises:
-        SizeError: the estimate exceeds the memory available.
+        SizeError: the estimate exceeds the memory available, or the request's estimated time
+            or memory is far beyond its size (without ``force``).
 
     Warns:
         LongStringWarning: the expected string length exceeds ``LONG_STRING_WARNING`` symbols.
     """
-    parts = [
-        estimate_sampling(
+    parts, costs = [], []
+    for k, spec in corpora:
+        if not k:
+            continue
+        memory = estimate_sampling(
             pfsa, k, intervention=spec.kind, event=spec.event, count=spec.count, write=write,
             extra_bytes_per_token=extra_bytes_per_token,
         )
-        for k, spec in corpora
-        if k
-    ]
-    return _refuse_or_warn(MemoryEstimate.combine(parts), device, what)
+        cost = estimate_request(pfsa, CorpusRequest(k, spec, method))
+        bins = int(min(memory.bins_bytes + cost.extra_bytes, 2**62))
+        parts.append(replace(memory, bins_bytes=bins, seconds=cost.seconds))
+        costs.append((cost, k, spec))
+    estimate = _refuse_or_warn(MemoryEstimate.combine(parts), device, what)
+    if costs:
+        _, k, spec = max(costs, key=lambda part: part[0].seconds)  # the message's subject
+        natural = sum(
+            p.corpus_bytes * min(1.0, p.num_strings * p.expected_length / max(p.expected_tokens, 1))
+            for p in parts
+        )
+        check_estimate(
+            Estimate.combine([c for c, _, _ in costs]), CorpusRequest(k, spec),
+            memory_bytes=estimate.total, natural_bytes=natural, force=force, what=what,
+            insist=insist,
+        )
+    return estimate
 
 
 def _refuse_or_warn(

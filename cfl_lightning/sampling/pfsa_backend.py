@@ -1,6 +1,6 @@
 """The PFSA's sampler backend: backward bins of the binning-lifted automaton, the conditioned walk.
 
-Registered for ``kind = "pfsa"`` (:func:`~cfl_lightning.sampling.backend.register_backend`). The
+The ``backend`` of the ``pfsa`` automaton kind (:mod:`cfl_lightning.kinds.automata`). The
 count law comes from the ``(I - W0)^-1 W1`` recurrence (:class:`~cfl_lightning.sampling.law.
 CountSource`, only as far as a target needs it), generation conditioned on a per-string count
 walks the lifted automaton with backward bins up to the largest budget
@@ -17,7 +17,6 @@ from torch import Tensor
 from cfl_lightning.automata.events import Event
 from cfl_lightning.automata.pfsa import PFSA
 from cfl_lightning.progress import Progress
-from cfl_lightning.sampling.backend import register_backend
 from cfl_lightning.sampling.corpus import Corpus
 from cfl_lightning.sampling.counts import CountLaw
 from cfl_lightning.sampling.feasibility import max_occurrences
@@ -103,5 +102,3 @@ class PFSABackend:
     def event_counts(self, event: Event) -> PFSAEventCounts:
         return PFSAEventCounts(self.pfsa, event)
 
-
-register_backend("pfsa", PFSABackend)

@@ -37,14 +37,33 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from cfl_lightning.automata import pushdown_structured as structured
 from cfl_lightning.automata.pushdown_fixpoint import (
     ExcursionSystem,
     excursion_system,
     least_fixed_point,
+    support,
 )
+from cfl_lightning.sampling.budget import check_bytes
 from cfl_lightning.sampling.pushdown_series import ScaledSeries, Term, combine, convolve
 
-__all__ = ["ExcursionSeries", "mixed_jacobian", "nonnegative_inverse", "value_at"]
+__all__ = ["ExcursionSeries", "law_bytes", "mixed_jacobian", "nonnegative_inverse", "value_at"]
+
+
+def law_bytes(num_states: int, num_stack: int, length: int, *, tails: bool = False) -> int:
+    """Peak bytes of the count series up to ``length`` coefficients (``O(L G Q^2)``).
+
+    Each :class:`ScaledSeries` of ``[G + 1, Q, Q]`` float64 coefficients holds three copies (the
+    values and the two product layouts), allocated in powers of two and copied when doubled (the
+    old and the new arrays live together for a moment); ``V`` and ``P`` are two series, and the
+    tails two more.
+    """
+    cap = 64
+    while cap < length:
+        cap *= 2
+    per_series = 3 * 8 * (num_stack + 1) * num_states**2 * cap
+    series = 4 if tails else 2
+    return series * per_series + per_series // 2  # one layout's old copy while it doubles
 
 
 def mixed_jacobian(system: ExcursionSystem, left: Tensor, right: Tensor) -> Tensor:
@@ -92,6 +111,28 @@ def nonnegative_inverse(jac: Tensor) -> Tensor:
             break
         reach = wider
     return torch.where(reach > 0, inverse.clamp(min=0.0), 0.0)
+
+
+class _Inverse:
+    """``V -> (I - J)^{-1} V`` on the ``[G + 1, Q, Q]`` layout: a dense nonnegative inverse up
+    to ``structured.DENSE_MAX`` variables, else the structured splitting (exact zeros kept by
+    both)."""
+
+    def __init__(self, system: ExcursionSystem, left: Tensor, right: Tensor, mask: Tensor):
+        g = system.num_stack
+        self.num_stack = g
+        self.split: structured.Splitting | None = None
+        self.dense: np.ndarray | None = None
+        if system.num_variables > structured.DENSE_MAX:
+            self.split = structured.Splitting.at(system.keep, system.push, left, right, mask)
+        else:
+            self.dense = nonnegative_inverse(mixed_jacobian(system, left[:g], right)).numpy()
+
+    def __call__(self, rhs: np.ndarray) -> np.ndarray:
+        g = self.num_stack
+        if self.split is not None:
+            return self.split.solve_array(rhs)
+        return _joint(self.dense @ _flat(rhs, g), g, rhs.shape[1])
 
 
 def _joint(vec, g: int, q: int):
@@ -166,13 +207,16 @@ class ExcursionSeries:
             s.push.permute(0, 2, 1, 3).reshape(g + 1, q, g * q).numpy() for s in self.systems
         ]
         zero = _joint(least_fixed_point(self.systems[0]).vector(), g, q)
-        self.inverse = nonnegative_inverse(mixed_jacobian(self.systems[0], zero[:g], zero)).numpy()
+        # the variables positive at some degree: the support of the whole system at z = 1
+        whole = excursion_system(target, action, weights, final)
+        self.mask = structured.joint(support(whole).double(), g, q) > 0
+        self.inverse = _Inverse(self.systems[0], zero, zero, self.mask)
         self.v = ScaledSeries((g + 1, q, q))
         self.p = ScaledSeries((g + 1, q, q))
         zero = zero.numpy()
         self.v.append((zero, 0.0))
         self.p.append((self._push(0, zero[:g]), 0.0))
-        self._tails: tuple[ScaledSeries, ScaledSeries, np.ndarray] | None = None
+        self._tails: tuple[ScaledSeries, ScaledSeries, _Inverse] | None = None
 
     @classmethod
     def of(cls, pda, table: Tensor | None = None) -> ExcursionSeries:
@@ -206,15 +250,47 @@ class ExcursionSeries:
                 terms.append((self._push(d, values[:g]), scale))
         return combine(terms)
 
-    def _solve(self, terms: list[Term | None], inverse: np.ndarray) -> Term | None:
+    def _solve(self, terms: list[Term | None], inverse: _Inverse) -> Term | None:
         rhs = combine(terms)
         if rhs is None:
             return None
+        return inverse(rhs[0]), rhs[1]
+
+    def _convolve(self, v: ScaledSeries, n: int) -> Term | None:
+        """``sum_{k=1}^{n-1} P_k V_{n-k}``: the ``E`` slots as ``Q x Q`` products, the ``T`` slot
+        (column 0 only) as matrix-vector products (a quarter of the work at ``G = 3``) above
+        ``DENSE_MAX`` variables; below, one product as before (the same bits)."""
+        g = self.num_stack
+        if self.inverse.split is None or self.num_states == 1:
+            return convolve(self.p, v, n, 1, n - 1)
+        e_part = convolve(self.p, v, n, 1, n - 1, part=(slice(0, g), self.num_states))
+        t_part = convolve(self.p, v, n, 1, n - 1, part=(slice(g, g + 1), 1))
+        if e_part is None or t_part is None:
+            return None
+        out = np.zeros((g + 1, self.num_states, self.num_states))
+        out[:g], out[g, :, :1] = e_part[0], t_part[0]
+        return out, e_part[1]
+
+    def check_size(self, upto: int, *, tails: bool = False) -> None:
+        """Raise :class:`~cfl_lightning.errors.SizeError` when the series up to ``upto`` would
+        not fit in the memory available (one line, with the estimate and the cost law)."""
+        if upto < self.v.values.shape[0] and (not tails or self._tails is not None):
+            return
+        need = law_bytes(self.num_states, self.num_stack, upto + 1, tails=tails)
         g, q = self.num_stack, self.num_states
-        return _joint(inverse @ _flat(rhs[0], g), g, q), rhs[1]
+        check_bytes(
+            need,
+            what=f"the pushdown count law up to N = {upto} ({q} states, {g} stack symbols; "
+            "memory O(N G Q^2), time O(N^2 G Q^3))",
+        )
 
     def ensure(self, upto: int) -> None:
-        """Compute the coefficients ``V_n`` (and ``P_n``) for every ``n <= upto``."""
+        """Compute the coefficients ``V_n`` (and ``P_n``) for every ``n <= upto``.
+
+        Raises:
+            SizeError: the series would not fit in the memory available.
+        """
+        self.check_size(upto)
         g = self.num_stack
         v0 = self.v.term(0)
         while len(self.v) <= upto:
@@ -224,7 +300,7 @@ class ExcursionSeries:
                 pop = np.zeros_like(v0[0])
                 pop[:g] = self.pop[n]
                 terms.append((pop, 0.0))
-            terms.append(convolve(self.p, self.v, n, 1, n - 1))
+            terms.append(self._convolve(self.v, n))
             pushed = self._pushed_terms(self.v, n, clamp=False)
             if pushed is not None:
                 terms.append((np.matmul(pushed[0], v0[0]), pushed[1] + v0[1]))
@@ -239,23 +315,24 @@ class ExcursionSeries:
         return self.v.log(upto + 1)[:, self.num_stack, self.initial, 0].clone()
 
     # ------------------------------------------------------------------ tails
-    def _tail_start(self) -> tuple[ScaledSeries, ScaledSeries, np.ndarray]:
+    def _tail_start(self) -> tuple[ScaledSeries, ScaledSeries, _Inverse]:
         if self._tails is None:
             g, q = self.num_stack, self.num_states
             one = value_at(self.systems, 1.0)
             if one is None:
                 raise FloatingPointError("the ending probabilities did not converge")
             zero = torch.from_numpy(self.v.term(0)[0])
-            jac = mixed_jacobian(self.systems[0], zero[:g], one)
+            inverse = _Inverse(self.systems[0], zero, one, self.mask)
             vbar, pbar = ScaledSeries((g + 1, q, q)), ScaledSeries((g + 1, q, q))
             one = one.numpy()
             vbar.append((one, 0.0))
             pbar.append((sum(self._push(d, one[:g]) for d in range(self.max_degree + 1)), 0.0))
-            self._tails = (vbar, pbar, nonnegative_inverse(jac).numpy())
+            self._tails = (vbar, pbar, inverse)
         return self._tails
 
     def ensure_tails(self, upto: int) -> tuple[ScaledSeries, ScaledSeries]:
         """Tails ``Vbar_b`` (and ``Pbar_b``) for every ``b <= upto`` (exact ``V`` as well)."""
+        self.check_size(upto, tails=True)
         vbar, pbar, inverse = self._tail_start()
         self.ensure(upto)
         g = self.num_stack
@@ -267,7 +344,7 @@ class ExcursionSeries:
                 pop = np.zeros_like(one[0])
                 pop[:g] = sum(self.pop[b:])
                 terms.append((pop, 0.0))
-            terms.append(convolve(self.p, vbar, b, 1, b - 1))
+            terms.append(self._convolve(vbar, b))
             pushed = self._pushed_terms(vbar, b, clamp=True)
             if pushed is not None:
                 terms.append((np.matmul(pushed[0], one[0]), pushed[1] + one[1]))

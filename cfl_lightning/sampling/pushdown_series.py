@@ -121,12 +121,25 @@ def combine(terms: list[Term | None]) -> Term | None:
     return total, ref
 
 
-def convolve(left: ScaledSeries, right: ScaledSeries, m: int, lo: int, hi: int) -> Term | None:
+def convolve(
+    left: ScaledSeries,
+    right: ScaledSeries,
+    m: int,
+    lo: int,
+    hi: int,
+    *,
+    part: tuple[slice, int] | None = None,
+) -> Term | None:
     """``sum_{i = lo}^{hi} left_i @ right_{m - i}``, batched over the leading axis.
 
     Coefficients are ``[B, R, K]`` (left) and ``[B, K, C]`` (right); the sum runs as one batched
     matrix product over the stacked ``(i, k)`` axis, each ``left_i`` weighted by
     ``exp(scale_i + scale_{m-i} - ref)`` with ``ref`` the largest such exponent.
+
+    Args:
+        part: ``(batches, columns)``: only those batch entries and the first ``columns``
+            columns of ``right`` (product layouts only; the scales are per coefficient, so parts
+            share ``ref``).
 
     Returns:
         ``([B, R, C] values, ref)``, or ``None`` for an empty or all-zero sum.
@@ -141,9 +154,12 @@ def convolve(left: ScaledSeries, right: ScaledSeries, m: int, lo: int, hi: int) 
     batch, rows, _ = left.shape
     cols = right.shape[-1]
     if left.ahead is not None and right.behind is not None:  # views of the product layouts
-        a = (left.ahead[:, :, lo : hi + 1] * weights[None, None, :, None]).reshape(batch, rows, -1)
+        which, cols = (slice(None), cols) if part is None else part
+        ahead, behind = left.ahead[which], right.behind[which, :, :, :cols]
+        batch = ahead.shape[0]
+        a = (ahead[:, :, lo : hi + 1] * weights[None, None, :, None]).reshape(batch, rows, -1)
         top = right.behind.shape[1] - 1
-        b = right.behind[:, top - m + lo : top - m + hi + 1].reshape(batch, -1, cols)
+        b = behind[:, top - m + lo : top - m + hi + 1].reshape(batch, -1, cols)
         return np.matmul(a, b), ref
     a = left.values[lo : hi + 1] * weights.reshape(-1, *([1] * len(left.shape)))
     b = right.values[m - hi : m - lo + 1][::-1]

@@ -8,14 +8,17 @@ Interventions on an event (a set of transitions, :class:`~cfl_lightning.automata
 * ``at_least_once`` -- exactly ``count`` of the ``K`` strings contain an occurrence.
 
 Each draws from the exact conditional law of ``K`` i.i.d. strings given the constraint. With
-``method="binning"`` (default): the initial state's count law as far as the target needs
-(:mod:`~cfl_lightning.sampling.law`), per-string counts by recursive halving on the sampling
-device (:mod:`~cfl_lightning.sampling.counts`), then each string by the conditioned walk with
-backward bins up to its budget (:func:`~cfl_lightning.semiring.backward_fast`,
+``method="binning"`` (default) :func:`draw` calls the intervention kind's own sampler, named
+by its registry entry (``InterventionKind.sampler``; the built-in ones are in
+:mod:`~cfl_lightning.sampling.samplers`), on a
+:class:`~cfl_lightning.sampling.samplers.SamplingJob`. For ``exact``: the initial state's count
+law as far as the target needs (:mod:`~cfl_lightning.sampling.law`), per-string counts by
+recursive halving on the sampling device (:mod:`~cfl_lightning.sampling.counts`), then each
+string by the conditioned walk with backward bins up to its budget (:func:`~cfl_lightning.semiring.backward_fast`,
 :mod:`~cfl_lightning.sampling.paths`). ``method="rejection"`` draws whole corpora until one
 satisfies the constraint (a baseline; bounded tries).
 
-Every mode is written once, against the automaton's sampler backend
+Every sampler is written once, against the automaton's sampler backend
 (:func:`~cfl_lightning.sampling.backend.backend_for`): its per-string count law and its
 generation conditioned on a per-string count (``EventCounts``). The PFSA's backend is
 :mod:`~cfl_lightning.sampling.pfsa_backend`.
@@ -28,12 +31,13 @@ import torch
 from cfl_lightning.automata.events import Event
 from cfl_lightning.automata.protocol import Automaton
 from cfl_lightning.errors import InterventionError, RejectionExhaustedError
+from cfl_lightning.kinds.registry import call
 from cfl_lightning.progress import Progress
-from cfl_lightning.sampling.backend import EventCounts, SamplerBackend, backend_for
+from cfl_lightning.sampling.backend import SamplerBackend, backend_for
 from cfl_lightning.sampling.corpus import Corpus
-from cfl_lightning.sampling.counts import split_at_least, split_exact
 from cfl_lightning.sampling.intervention import INTERVENTIONS, Intervention
 from cfl_lightning.sampling.request import METHODS, SamplingRequest, check_request, resolve_device
+from cfl_lightning.sampling.samplers import SamplingJob
 
 __all__ = ["sample_corpus", "draw", "resolve_device", "INTERVENTIONS", "METHODS"]
 
@@ -106,66 +110,17 @@ def draw(pfsa: Automaton, request: SamplingRequest, *, progress: bool = False) -
     backend = backend_for(pfsa.to(dev))
     bar = Progress(k, "sampling", enabled=None if progress else False)
     paths_gen = torch.Generator(device=dev).manual_seed(request.seed)
-    if not spec.constrained:
-        corpus = backend.unconstrained(k, paths_gen, event=spec.event, progress=bar)
-    elif request.method == "rejection":
+    if spec.constrained and request.method == "rejection":
         length = pfsa.expected_length()
         corpus = _rejection(backend, length, k, spec, paths_gen, request.max_tries)
     else:
-        assert spec.event is not None and spec.count is not None
-        counts = backend.event_counts(spec.event)
+        sampler = spec.spec.sampler
+        if sampler is None:
+            raise InterventionError(f"intervention {spec.kind!r} has no sampler; use rejection")
         counts_gen = torch.Generator(device=dev).manual_seed((request.seed + 0x9E3779B9) % 2**64)
-        if spec.kind == "at_least_once":
-            corpus = _at_least_once(counts, k, spec.count, counts_gen, paths_gen, bar)
-        else:
-            budgets = _plan(counts, k, spec.kind, spec.count, counts_gen)
-            corpus = counts.generate(budgets, paths_gen, progress=bar)
+        corpus = call(sampler, SamplingJob(backend, k, spec, paths_gen, counts_gen, bar))
     bar.close()
     return corpus.to("cpu")
-
-
-def _at_least_once(
-    counts: EventCounts,
-    k: int,
-    m: int,
-    counts_gen: torch.Generator,
-    paths_gen: torch.Generator,
-    bar: Progress,
-) -> Corpus:
-    """``m`` uniformly chosen positions get strings with >= 1 occurrence, the rest none.
-
-    By exchangeability, which strings contain the event is a uniform ``m``-subset (the paper's
-    Theorem "Sampling Path Event Counts (3)"); each string is then drawn from the automaton
-    conditioned on its own constraint (exactly zero, or at least one).
-    """
-    if m < k and counts.none_probability() <= 0:
-        raise InterventionError(
-            f"at_least_once count {m} is impossible: every string contains the event"
-        )
-    order = torch.randperm(k, generator=counts_gen, device=counts_gen.device)
-    hit, miss = order[:m].sort().values, order[m:].sort().values
-    parts = []
-    for positions, budget, at_least in ((hit, 1, True), (miss, 0, False)):
-        if positions.numel():
-            budgets = torch.full(
-                (positions.numel(),), budget, dtype=torch.long, device=positions.device
-            )
-            part = counts.generate(budgets, paths_gen, at_least=at_least, progress=bar)
-            parts.append((positions, part))
-    return Corpus.interleave(parts, k)
-
-
-def _plan(
-    counts: EventCounts, k: int, intervention: str, n: int, gen: torch.Generator
-) -> torch.Tensor:
-    """Per-string exact budgets (``exact`` or ``at_least``), split on ``gen``'s device.
-
-    The count law comes only as far as the target needs (``law_for_total``; ``law`` for the
-    at-least split, which asks for growing prefixes).
-    """
-    if intervention == "exact":
-        return split_exact(counts.law_for_total(k, n), k, n, gen)
-    return split_at_least(counts.law, k, n, gen)
 
 
 def _rejection(

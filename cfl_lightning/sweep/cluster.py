@@ -4,9 +4,10 @@
 plan_tasks`: single points, or ensemble jobs with ``--ensemble M``, earlier jobs resumed from
 their checkpoints), then
 
-* refuses (nothing submitted) when ``sbatch`` is missing, the partition is unknown, another
-  runner holds the output directory, or an earlier array of this directory still has tasks
-  queued or running;
+* refuses (nothing submitted) when a SLURM command (``sbatch``, ``squeue``, ``sinfo``,
+  ``srun``) is missing or the partition is unknown (both checked before anything is written),
+  another runner holds the output directory, or an earlier array of this directory still has
+  tasks queued or running;
 * clears each pending point as the local runner does (earlier attempt set aside,
   ``params.json``), submits one task per point or job with ``map_array``
   (:class:`~cfl_lightning.sweep.task.SlurmTask`; submitit's checkpointing requeues a task at its
@@ -30,7 +31,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from cfl_lightning.sweep.grid import SweepError, check_grid_size
-from cfl_lightning.sweep.jobs import parse_member_line
+from cfl_lightning.sweep.jobs import AloneNotes, parse_member_line
 from cfl_lightning.sweep.lock import SweepLocked, lock_output
 from cfl_lightning.sweep.logfile import read_new_lines
 from cfl_lightning.sweep.process import child_env
@@ -70,10 +71,18 @@ def _env_overrides(threads: int) -> dict[str, str]:
 
 
 def _executor(output: Path, settings: SchedulerSettings, partition: str) -> Any:
+    """submitit's executor for the array (it writes nothing until it submits).
+
+    Raises:
+        SweepError: submitit refuses to start (it finds no SLURM here).
+    """
     import submitit
 
-    executor = submitit.SlurmExecutor(folder=output / SLURM_DIR / "%j",
-                                      max_num_timeout=settings.max_requeues)
+    try:
+        executor = submitit.SlurmExecutor(folder=output / SLURM_DIR / "%j",
+                                          max_num_timeout=settings.max_requeues)
+    except RuntimeError as err:  # e.g. 'Could not detect "srun"'
+        raise SweepError(f"--executor slurm: {' '.join(str(err).split())}") from None
     params: dict[str, Any] = dict(
         partition=partition, cpus_per_task=settings.cpus_per_task, job_name="cfl_sweep",
         array_parallelism=settings.array_parallelism, signal_delay_s=90,
@@ -121,6 +130,8 @@ def run_slurm_sweep(
     partition = check_cluster(settings)
     output = Path(output).absolute()
     total = check_grid_size(config, max_points, source=source)
+    # built before anything is written: submitit's own refusals leave nothing behind
+    executor = _executor(output, settings, partition)
     with lock_output(output, wait=lock_wait, say=say):
         active = active_tasks(output)
         if active:
@@ -142,7 +153,7 @@ def run_slurm_sweep(
                 task.job.out.unlink(missing_ok=True)  # (an earlier run's lines)
             specs.append(task_spec(task.points, task.command, task.workdir, task.log,
                                    _env_overrides(threads), task.job))
-        jobs = _executor(output, settings, partition).map_array(SlurmTask(), specs)
+        jobs = executor.map_array(SlurmTask(), specs)
         array = jobs[0].job_id.split("_", 1)[0]
         watched = [
             _Watched(job.job_id, list(task.points), task.log,
@@ -206,6 +217,7 @@ class _Watch:
         self.count = sum(len(t.points) for t in tasks)
         self.started = self.finished = 0
         self.array = tasks[0].id.split("_", 1)[0]
+        self.alone = AloneNotes(say)  # members a job fits on its own: said once per reason
 
     def run(self) -> None:
         try:
@@ -250,6 +262,8 @@ class _Watch:
             return
         lines, task.read = got
         for line in lines:
+            if self.alone(line):
+                continue
             parsed = parse_member_line(line)
             point = next((p for p in task.points if parsed and p.name == parsed[1]), None)
             if point is not None and point.name not in task.reported:

@@ -16,7 +16,8 @@ folder ``OUTPUT/.ensembles/<id>/``, which holds
 * ``checkpoints/``: the job's ``checkpoint_dir`` (it resumes from ``checkpoints/last.ckpt``, or
   ``last-K.ckpt`` per group when it trains several);
 * ``job.log`` (the job's stderr, appended at each start) and ``members.out`` (its stdout: one
-  line per member, ``done NAME`` or ``FAILED NAME: reason``).
+  line per member, ``done NAME`` or ``FAILED NAME: reason``, preceded by ``alone NAME: why``
+  for a member the job fits on its own because it cannot be ensembled).
 
 Membership is stable across reruns: a job of an earlier run that holds a checkpoint and a
 member still to do is started again as it was, with every member (:func:`resumable_jobs`); the
@@ -33,7 +34,7 @@ import os
 import re
 import shutil
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,9 @@ __all__ = [
     "plan_jobs",
     "resumable_jobs",
     "parse_member_line",
+    "parse_alone_line",
+    "AloneNotes",
+    "ALONE",
     "ENSEMBLE_DIR",
     "JOB_MODULE",
 ]
@@ -62,6 +66,9 @@ JOB_MODULE = "cfl_lightning.cli.ensemble_job"
 #: for its K-th group when it trains several)
 CHECKPOINTS = "last*.ckpt"
 _LINE = re.compile(r"^(done|FAILED) ([^\s:]+)(?::\s*(.*))?$")
+#: the word of a job's stdout line ``alone NAME: why`` (a member fitted on its own, not ensembled)
+ALONE = "alone"
+_ALONE = re.compile(rf"^{ALONE} ([^\s:]+):\s*(.*)$")
 
 
 @dataclass(frozen=True)
@@ -136,6 +143,38 @@ def parse_member_line(line: str) -> tuple[str, str, str] | None:
         return None
     status, name, rest = match.groups()
     return status, name, (rest or "").strip() if status == "FAILED" else ""
+
+
+def parse_alone_line(line: str) -> tuple[str, str] | None:
+    """``(NAME, why)`` from a job's ``alone NAME: why`` line (the member is fitted on its own,
+    its ``done``/``FAILED`` line follows), else None."""
+    match = _ALONE.match(line.strip())
+    return None if match is None else (match.group(1), match.group(2).strip())
+
+
+class AloneNotes:
+    """Tells the sweep's output, once per reason, that members are fitted on their own.
+
+    Fed every line of the jobs' stdout; an ``alone NAME: why`` line is said as
+    ``not ensembled: why; ...`` the first time its reason is seen (a grid of a model that is no
+    ``LanguageModel`` says it once, not once per point).
+    """
+
+    def __init__(self, say: Callable[[str], None]) -> None:
+        self.say = say
+        self.said: set[str] = set()
+
+    def __call__(self, line: str) -> bool:
+        """Whether ``line`` was an ``alone`` line (said, or already said)."""
+        parsed = parse_alone_line(line)
+        if parsed is None:
+            return False
+        name, why = parsed
+        if why not in self.said:
+            self.said.add(why)
+            self.say(f"not ensembled: {why}; such points are trained one by one by the ordinary "
+                     f"fit (first: {name})")
+        return True
 
 
 def _job_id(names: Iterable[str]) -> str:

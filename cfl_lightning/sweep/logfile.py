@@ -1,31 +1,56 @@
 """Reading and appending the plain-text logs of sweep points (``run.log``, ``job.log``).
 
-Both executors (the local runner and a SLURM task) read a log's last line for the status line and
-append ``# ...`` comment lines to it; the local runner and the SLURM submitter read an ensemble
-job's ``members.out`` as it grows. The rules live here once.
+Both executors (the local runner and a SLURM task) read the line of a log that states its error
+(:func:`error_line`) for a failed point's reason and append ``# ...`` comment lines to it; the
+local runner and the SLURM submitter read an ensemble job's ``members.out`` as it grows. The
+rules live here once.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
-__all__ = ["last_line", "append_line", "read_new_lines"]
+__all__ = ["last_line", "error_line", "append_line", "read_new_lines"]
+
+#: a hint printed after a command's one-line error (``  (see 'PROG --help' for the options)``)
+_HINT = re.compile(r"^\(see .*--help.*\)$")
+#: a line that states an error: a command's ``PROG: error: WHAT`` (group 1: WHAT), or the last
+#: line of a Python traceback (``ModuleNotFoundError: No module named 'x'``)
+_ERROR = re.compile(r"^\S.*?: error: (.+)$|^[A-Za-z_][\w.]*(?:Error|Exception|Exit)(?::.*)?$")
+
+
+def _tail_lines(path: Path, size: int = 16384) -> list[str] | None:
+    """The stripped, non-empty lines at the end of ``path`` that are not ``#`` comments."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(max(handle.seek(0, os.SEEK_END) - size, 0))
+            lines = handle.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return None
+    return [line.strip() for line in lines if line.strip() and not line.strip().startswith("#")]
 
 
 def last_line(path: Path) -> str:
     """The last non-empty line of a log that is not a runner/guard comment, shortened."""
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(max(handle.seek(0, os.SEEK_END) - 8192, 0))
-            lines = handle.read().decode("utf-8", "replace").splitlines()
-    except OSError:
-        return ""
+    lines = _tail_lines(path, 8192)
+    return lines[-1][:240] if lines else ""
+
+
+def error_line(path: Path) -> str:
+    """The cause of a failure as its log states it, shortened (for ``FAILED ...`` lines).
+
+    The last line that states an error (a command's ``PROG: error: WHAT``, given as WHAT, or
+    a traceback's last line), else the last line that is no ``--help`` hint (as
+    :func:`last_line`). So ``fit``'s two-line refusal reads as its first line, not the hint.
+    """
+    lines = [line for line in _tail_lines(path) or [] if not _HINT.match(line)]
     for line in reversed(lines):
-        line = line.strip()
-        if line and not line.startswith("#"):
-            return line[:240]
-    return ""
+        match = _ERROR.match(line)
+        if match is not None:
+            return (match.group(1) or line)[:240]
+    return lines[-1][:240] if lines else ""
 
 
 def append_line(path: Path, text: str) -> None:

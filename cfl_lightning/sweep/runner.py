@@ -39,9 +39,10 @@ from cfl_lightning.io import atomic_write_text
 from cfl_lightning.results import find_results, results_files, results_problem, set_aside
 from cfl_lightning.sweep.command import build_command
 from cfl_lightning.sweep.grid import check_grid_size
-from cfl_lightning.sweep.jobs import EnsembleJob, parse_member_line, plan_jobs
+from cfl_lightning.sweep.check import check_points
+from cfl_lightning.sweep.jobs import AloneNotes, EnsembleJob, fit_args, parse_member_line, plan_jobs
 from cfl_lightning.sweep.lock import lock_output
-from cfl_lightning.sweep.logfile import append_line, last_line, read_new_lines
+from cfl_lightning.sweep.logfile import append_line, error_line, read_new_lines
 from cfl_lightning.sweep.naming import point_hash
 from cfl_lightning.sweep.plan import SweepPoint, done_points, iter_plan
 from cfl_lightning.sweep.process import child_env, start_guarded, stop_all
@@ -94,6 +95,7 @@ def run_sweep(
     max_points: int | None = None,
     ensemble: int | None = None,
     lock_wait: float = 60.0,
+    check: bool = True,
 ) -> SweepSummary:
     """Run the pending points of a grid sweep, ``parallel`` at a time.
 
@@ -107,7 +109,10 @@ def run_sweep(
 
     Args:
         limit: run at most this many of the pending points (in grid order).
-        dry_run: only print the commands (takes no lock, writes nothing).
+        dry_run: only print the commands (takes no lock, writes nothing), and with ``check``
+            check each printed point's ``fit`` arguments (:mod:`~cfl_lightning.sweep.check`):
+            one ``bad point NAME: problem`` line per point that would stop before training,
+            its name in ``failed``.
         threads: CPU threads per run (``OMP_NUM_THREADS``, ``MKL_NUM_THREADS``,
             ``CFL_LIGHTNING_THREADS``).
         max_points: refuse grids larger than this (default
@@ -142,6 +147,8 @@ def run_sweep(
             where = ", ".join(str(p.directory) for p in task.points)
             note = f" (resumes {task.job.directory})" if task.job and task.job.resumed else ""
             say(f"{where}: {shlex.join(task.command)}{note}")
+        if check:
+            _check_points(tasks, summary, say, child_env(threads, launch_dir=Path.cwd()))
         return summary
     with lock_output(output, wait=lock_wait, say=say) as lock_fd:
         summary, tasks = plan_tasks(config, output, total, say, write=True, **options)
@@ -150,6 +157,30 @@ def run_sweep(
             parallel
         )
     return summary
+
+
+def _check_points(tasks: list[_Task], summary: SweepSummary, say: Any,
+                  env: Mapping[str, str]) -> None:
+    """The dry run's check of the points' ``fit`` arguments (each bad point: one line)."""
+    points: list[tuple[str, list[str]]] = []
+    for task in tasks:
+        if task.job is None:
+            args = fit_args(task.command)
+            if args is not None:  # another program's arguments are its own
+                points.append((task.points[0].name, args))
+            continue
+        todo = {p.name for p in task.points}
+        points += [(m["name"], list(m["args"])) for m in task.job.members if m["name"] in todo]
+    if not points:
+        return
+    say(f"checking {len(points)} point(s) as fit reads them (imports each model class) ...")
+    problems = check_points(points, env, Path.cwd())
+    for name, _ in points:
+        if name in problems:
+            summary.failed.append(name)
+            say(f"bad point {name}: {problems[name]}")
+    say(f"{len(problems)} of {len(points)} point(s) would stop before training"
+        if problems else f"all {len(points)} point(s) pass fit's checks")
 
 
 def plan_tasks(
@@ -239,6 +270,7 @@ class _Execution:
         self.parallel = 1
         self.began = time.monotonic()
         self.durations: list[float] = []  # seconds per finished point (a job's: per member)
+        self.alone = AloneNotes(say)  # members a job fits on its own: said once per reason
 
     def run(self, parallel: int) -> None:
         self.parallel = max(parallel, 1)
@@ -374,7 +406,7 @@ class _Execution:
         pending = {p.name: p for p in task.points if p.name not in task.reported}
         for line in lines:
             parsed = parse_member_line(line)
-            if parsed is None or parsed[1] not in pending:
+            if self.alone(line) or parsed is None or parsed[1] not in pending:
                 continue
             status, name, reason = parsed
             point = pending.pop(name)
@@ -395,14 +427,14 @@ class _Execution:
             elif code == 0:
                 self.report_done(task, point)
             else:
-                last = last_line(task.log)
+                last = error_line(task.log)
                 self.report(
                     point, False, f"exit {code}" + (f": {last}" if last else ""),
                     time.monotonic() - task.started,
                 )
             return
         self.read_members(task)
-        last = last_line(task.log)
+        last = error_line(task.log)
         for point in task.points:
             if point.name in task.reported:
                 continue

@@ -12,8 +12,9 @@ A scheduler YAML holds any of these keys (flags of the same name override it)::
     sbatch: ["--account=lab", "--qos=normal"]   # extra sbatch lines, passed as they are
     max_requeues: 3           # time-limit requeues per task before it counts as failed
 
-:func:`check_cluster` refuses a machine without ``sbatch`` and an unknown partition (naming the
-known ones). Every problem is one :class:`~cfl_lightning.sweep.grid.SweepError` line.
+:func:`check_cluster` refuses a machine without one of ``sbatch``, ``squeue``, ``sinfo`` and
+``srun`` (naming every one missing) and an unknown partition (naming the known ones). Every
+problem is one :class:`~cfl_lightning.sweep.grid.SweepError` line.
 """
 
 from __future__ import annotations
@@ -31,7 +32,11 @@ from cfl_lightning.io import read_text
 from cfl_lightning.sweep.grid import SweepError
 
 __all__ = ["SchedulerSettings", "load_scheduler", "parse_time", "check_cluster", "sbatch_extra",
-           "partition_minutes"]
+           "partition_minutes", "SLURM_COMMANDS"]
+
+#: what the submitter runs: ``sinfo`` (partitions), ``sbatch`` (submitting), ``squeue``
+#: (following), and ``srun``, which submitit's tasks run under (it refuses to start without it)
+SLURM_COMMANDS = ("sbatch", "squeue", "sinfo", "srun")
 
 _TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
 
@@ -178,12 +183,15 @@ def check_cluster(settings: SchedulerSettings) -> str:
         the partition the tasks go to (the given one, or the cluster's default).
 
     Raises:
-        SweepError: no ``sbatch`` on PATH, ``sinfo`` fails, or an unknown partition.
+        SweepError: a command of :data:`SLURM_COMMANDS` missing from PATH (all of them named),
+            ``sinfo`` fails, or an unknown partition.
     """
-    for tool in ("sbatch", "squeue", "sinfo"):
-        if shutil.which(tool) is None:
-            raise SweepError(f"--executor slurm: no `{tool}` on PATH (is this a SLURM login "
-                             "node? use --executor local on one machine)")
+    missing = [tool for tool in SLURM_COMMANDS if shutil.which(tool) is None]
+    if missing:
+        names = ", ".join(f"`{tool}`" for tool in missing)
+        raise SweepError(f"--executor slurm: no {names} on PATH (needed: "
+                         f"{', '.join(SLURM_COMMANDS)}; is this a SLURM login node? use "
+                         "--executor local on one machine)")
     out = _run(["sinfo", "-h", "-o", "%P"])
     if out.returncode != 0:
         last = (out.stderr.strip().splitlines() or ["no output"])[-1]

@@ -12,7 +12,8 @@ A point is
 * **pending** otherwise (never started, or interrupted: the next ``sweep`` runs it).
 
 The grid comes from ``DIR/.sweep.json`` (written by every runner); without it, from the point
-directories (``params.json``).
+directories (``params.json``). A folder with neither (nor a SLURM array record) is no sweep:
+:class:`~cfl_lightning.sweep.grid.SweepError` (one line, exit status 2).
 """
 
 from __future__ import annotations
@@ -51,6 +52,12 @@ def _points(output: Path) -> Iterator[SweepPoint]:
             yield SweepPoint({}, child.name, child, find_results(child) is not None)
 
 
+def _has_points(output: Path) -> bool:
+    """Whether a folder of ``output`` holds a point's ``params.json`` (a sweep without its
+    ``.sweep.json``, written before that record existed)."""
+    return any((child / "params.json").is_file() for child in output.iterdir())
+
+
 def _locally_locked(output: Path) -> bool:
     """Whether a local runner holds ``DIR/.sweep.lock`` now."""
     try:
@@ -70,10 +77,15 @@ def point_states(output: str | os.PathLike) -> list[tuple[str, SweepPoint, str]]
     """``[(state, point, detail)]`` for every point (see the module); ``detail`` is the log
     path, with the failure's reason or the SLURM task where there is one."""
     output = Path(output)
+    if output.is_file():
+        raise SweepError(f"{output}: a file, not a sweep directory (give the sweep's --output DIR)")
     if not output.is_dir():
         raise SweepError(f"{output}: no such sweep directory")
     tasks: dict[str, dict[str, Any]] = {}
     records = array_records(output)
+    if not (records or (output / SWEEP_RECORD).is_file() or _has_points(output)):
+        raise SweepError(f"{output}: not a sweep directory (no {SWEEP_RECORD}, no SLURM array "
+                         "record, no point folder with a params.json)")
     for record in records:
         for task in record["tasks"]:
             for name in task.get("points", []):

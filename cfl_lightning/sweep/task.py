@@ -32,11 +32,12 @@ from typing import Any
 
 from cfl_lightning.io import atomic_write_text
 from cfl_lightning.sweep.jobs import parse_member_line
-from cfl_lightning.sweep.logfile import append_line, last_line
+from cfl_lightning.sweep.logfile import append_line, error_line, last_line
 from cfl_lightning.sweep.process import start_guarded, stop_all
 from cfl_lightning.results import find_results, results_files, results_problem, set_aside
 
-__all__ = ["SlurmTask", "task_spec", "run_task", "failure_line", "last_line", "FAILED"]
+__all__ = ["SlurmTask", "task_spec", "run_task", "failure_line", "last_line", "error_line",
+           "FAILED"]
 
 FAILED = "# FAILED: "
 _POLL = 0.5
@@ -107,7 +108,7 @@ def _report(spec: Mapping[str, Any], todo: list[dict[str, Any]], code: int) -> d
     """``{name: None (done) or reason}`` of a finished run; reasons go into the ``run.log``s."""
     status: dict[str, Any] = {}
     log = Path(spec["log"])
-    last = last_line(log)
+    last = error_line(log)
     job = spec["job"]
     lines: dict[str, tuple[str, str]] = {}
     if job is not None:

@@ -2,6 +2,7 @@
 
     python sweeps/headline/v4/draw.py            # the 32 topologies
     python sweeps/headline/v4/draw.py --sizes    # and symbols per 500-string corpus (seed 0)
+    python sweeps/headline/v4/draw.py --tokens   # arm B: K chosen at T = 5,000 (seed 0)
 
 The 32 are drawn as ``numpy.random.default_rng(4).choice(len(pool), 32, replace=False)`` from
 ``pool``: the 952 candidate topologies less version 2's and 3's causal 32 and version 3's item-4
@@ -18,6 +19,7 @@ import yaml
 
 V3 = Path(__file__).resolve().parent.parent / "v3"
 COUNTS = (62, 250, 1000)
+TOKENS = 10000  # arm B's total of symbols (EOS excluded; 5,000 was infeasible, docs/headline_v4.md)
 
 
 def topologies() -> list[int]:
@@ -42,6 +44,23 @@ def sizes(topology: int) -> list[int]:
     return [int(c.lengths.sum()) for c in corpora]
 
 
+def token_matched(topology: int) -> list[str]:
+    """Arm B's corpora (``data.seed`` 0): ``K (symbols)`` chosen at each count, or the refusal."""
+    from cfl_lightning.automata.generators import random_pfsa
+    from cfl_lightning.errors import CflError
+    from cfl_lightning.sampling.token_matched import sample_token_matched
+
+    pfsa = random_pfsa(50, 10, topology, 0)
+    cells = []
+    for n in COUNTS:
+        try:
+            got = sample_token_matched(pfsa, TOKENS, seed=0, event="symbol:a", count=n)
+            cells.append(f"{got.num_strings} ({got.total:,})")
+        except CflError as err:
+            cells.append(f"refused: {str(err)[:60]}")
+    return cells
+
+
 def main(argv: list[str]) -> int:
     chosen = topologies()
     print("topologies:", ", ".join(map(str, chosen)))
@@ -54,6 +73,11 @@ def main(argv: list[str]) -> int:
         med = np.median(rows, axis=0)
         ratio = rows[:, 3] / rows[:, 1]
         print(f"medians {', '.join(f'{v:,.0f}' for v in med)}; ratio {ratio.min():.2f}-{ratio.max():.2f}x")
+    if "--tokens" in argv:
+        print(f"| topology | K (symbols) at N = {' | N = '.join(map(str, COUNTS))} |")
+        print("|---|" + "---|" * len(COUNTS))
+        for t in chosen:
+            print(f"| {t} | {' | '.join(token_matched(t))} |")
     return 0
 
 

@@ -1,0 +1,225 @@
+"""A training corpus read from a JSON Lines file (what ``python -m cfl_lightning sample`` writes).
+
+Each non-blank line is one string, ``{"symbols": ["a", "b", ...], "count": n}``: ``symbols``
+names the automaton's symbols (``[]`` is the empty string); ``count``, which ``sample`` writes
+for its ``--event``, is optional and not read (the data module recounts every event from the
+automaton). Any other key, a symbol outside the alphabet and a string outside the automaton's
+support (a step or an end of probability 0) are refused in one line naming the file, the line
+and the first position where the string leaves the support.
+
+Example:
+    >>> from cfl_lightning.automata import parity_starfree_pfsa
+    >>> import tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "c.jsonl")
+    >>> _ = open(path, "w").write('{"symbols": ["a", "b"]}\\n{"symbols": ["a"]}\\n')
+    >>> corpus = read_corpus(path, parity_starfree_pfsa(0.5))
+    >>> corpus.to_lists()
+    [[0, 1], [0]]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import replace
+from typing import Any, Optional
+
+import torch
+from torch import Tensor
+
+from cfl_lightning.automata import Automaton
+from cfl_lightning.data.settings import DataSettings
+from cfl_lightning.data.tokens import TokenIds
+from cfl_lightning.errors import CflError, SupportError
+from cfl_lightning.sampling import Corpus, Intervention
+
+__all__ = [
+    "CorpusFileError", "read_corpus", "support_problem", "training_corpus", "unmet_intervention",
+]
+
+_KEYS = ("symbols", "count")
+
+
+class CorpusFileError(CflError):
+    """A corpus file that cannot be read, or holds a string the automaton cannot emit."""
+
+
+def _symbols(record: Any, where: str, index: dict[str, int]) -> list[int]:
+    """The symbol ids of one parsed line (``where`` names the file and line in messages)."""
+    if not isinstance(record, dict):
+        raise CorpusFileError(f'{where}: expected an object {{"symbols": [...]}}, got {record!r:.60}')
+    unknown = [k for k in record if k not in _KEYS]
+    if unknown:
+        raise CorpusFileError(f"{where}: unknown key {unknown[0]!r} (a line holds {', '.join(_KEYS)})")
+    symbols = record.get("symbols")
+    if not isinstance(symbols, list):
+        raise CorpusFileError(f'{where}: "symbols" must be a list of symbol names, got {symbols!r:.60}')
+    ids = []
+    for i, name in enumerate(symbols):
+        if not isinstance(name, str) or name not in index:
+            known = ", ".join(map(repr, list(index)[:12]))
+            raise CorpusFileError(
+                f"{where}: symbol #{i} {name!r} is not in the automaton's alphabet ({known})"
+            )
+        ids.append(index[name])
+    return ids
+
+
+def _parse(path: str, automaton: Automaton) -> tuple[list[list[int]], list[int]]:
+    """The strings of ``path`` as symbol ids, and the line number of each."""
+    index = {name: i for i, name in enumerate(automaton.alphabet)}
+    strings, lines = [], []
+    try:
+        with open(path, encoding="utf-8") as handle:
+            for number, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                where = f"{path}: line {number}"
+                try:
+                    record = json.loads(line)
+                except ValueError as err:
+                    raise CorpusFileError(f"{where}: not JSON ({err})") from None
+                strings.append(_symbols(record, where, index))
+                lines.append(number)
+    except OSError as err:
+        raise CorpusFileError(f"{path}: cannot read the corpus ({err.strerror or err})") from None
+    except UnicodeDecodeError:
+        raise CorpusFileError(f"{path}: not UTF-8 text") from None
+    if not strings:
+        raise CorpusFileError(f"{path}: the corpus holds no string")
+    return strings, lines
+
+
+def _head(corpus: Corpus, num: int) -> Corpus:
+    """The first ``num`` strings of ``corpus``."""
+    return Corpus(corpus.tokens[: int(corpus.offsets[num])], corpus.offsets[: num + 1])
+
+
+def _first_unwalkable(automaton: Automaton, corpus: Corpus) -> Optional[tuple[int, int]]:
+    """``(string, position)`` of the first string (by index) that ``annotate`` refuses."""
+    try:
+        automaton.annotate(corpus.tokens, corpus.offsets)
+        return None
+    except SupportError:
+        pass
+    low, high = 0, len(corpus)  # annotate accepts the first ``low`` strings, refuses ``high``
+    while high - low > 1:
+        mid = (low + high) // 2
+        try:
+            automaton.annotate(*_flat(_head(corpus, mid)))
+            low = mid
+        except SupportError:
+            high = mid
+    string = corpus.string(low)
+    try:
+        automaton.annotate(torch.tensor(string, dtype=torch.long), torch.tensor([0, len(string)]))
+    except SupportError as err:
+        return low, err.position
+    raise AssertionError("annotate refused a corpus but none of its strings")  # pragma: no cover
+
+
+def _flat(corpus: Corpus) -> tuple[torch.Tensor, torch.Tensor]:
+    return corpus.tokens, corpus.offsets
+
+
+def _first_improbable(automaton: Automaton, corpus: Corpus) -> Optional[tuple[int, int]]:
+    """``(string, position)`` of the first step (or end) of probability 0 in a corpus that
+    ``annotate`` walks (a listed transition of weight 0, an end where the final weight is 0)."""
+    if len(corpus) == 0:
+        return None
+    classes = automaton.annotate(corpus.tokens, corpus.offsets)
+    lengths = corpus.lengths
+    owner = torch.repeat_interleave(torch.arange(len(corpus)), lengths)
+    at = torch.arange(corpus.tokens.numel()) + owner  # each symbol's position in ``classes``
+    targets = torch.full_like(classes, TokenIds(automaton.num_symbols).eos)
+    targets[at] = corpus.tokens
+    bad = torch.nonzero(automaton.class_probs()[classes, targets] <= 0).flatten()
+    if bad.numel() == 0:
+        return None
+    first = int(bad[0])
+    starts = corpus.offsets[:-1] + torch.arange(len(corpus))
+    string = int(torch.searchsorted(starts, torch.tensor([first]), right=True)[0]) - 1
+    return string, first - int(starts[string])
+
+
+def support_problem(automaton: Automaton, corpus: Corpus) -> Optional[tuple[int, int]]:
+    """Where the first string outside the automaton's support leaves it, or None.
+
+    Args:
+        automaton: any automaton.
+        corpus: the strings (symbol ids).
+
+    Returns:
+        ``(string, position)``: the first string (by index) of probability 0, and the first
+        position where its probability becomes 0 (a symbol's index, or its length: it cannot
+        end there). None when every string has positive probability.
+    """
+    walk = _first_unwalkable(automaton, corpus)
+    walkable = len(corpus) if walk is None else walk[0]
+    zero = _first_improbable(automaton, _head(corpus, walkable))
+    return zero if zero is not None else walk
+
+
+def read_corpus(path: str | os.PathLike, automaton: Automaton) -> Corpus:
+    """The strings of a JSON Lines corpus file, checked against ``automaton``.
+
+    Args:
+        path: the file (the format of ``python -m cfl_lightning sample``; module docstring).
+        automaton: the automaton the strings must belong to.
+
+    Returns:
+        the corpus (no counts: the data module counts events itself).
+
+    Raises:
+        CorpusFileError: one line naming the file and the line: unreadable, not JSON, an unknown
+            key or symbol, no string at all, or a string outside the support (its first symbol
+            of probability 0, or an end of probability 0).
+    """
+    path = os.fspath(path)
+    strings, lines = _parse(path, automaton)
+    corpus = Corpus.from_lists(strings)
+    corpus.tokens = corpus.tokens.long()  # an all-empty corpus is built as floats
+    problem = support_problem(automaton, corpus)
+    if problem is not None:
+        k, i = problem
+        string = strings[k]
+        what = (
+            f"symbol #{i} ({automaton.alphabet[string[i]]!r})" if i < len(string)
+            else f"its end (after {len(string)} symbols)"
+        )
+        raise CorpusFileError(
+            f"{path}: line {lines[k]}: the string leaves the automaton's support at {what}: "
+            "it has probability 0 under data.automaton"
+        )
+    return corpus
+
+
+def training_corpus(
+    settings: DataSettings, automaton: Automaton
+) -> tuple[DataSettings, Optional[Corpus]]:
+    """The settings with ``num_strings`` resolved, and the corpus file's strings (None without
+    ``settings.corpus``).
+
+    Raises:
+        CorpusFileError: the file cannot be read or holds a string outside the support
+            (:func:`read_corpus`), or ``num_strings`` was given and differs from its count.
+    """
+    if settings.corpus is None:
+        return settings, None
+    corpus = read_corpus(settings.corpus, automaton)
+    if settings.num_strings is not None and settings.num_strings != len(corpus):
+        raise CorpusFileError(
+            f"data.num_strings {settings.num_strings} differs from the {len(corpus)} strings of "
+            f"data.corpus {settings.corpus} (leave num_strings out: the file's count is used)"
+        )
+    return replace(settings, num_strings=len(corpus)), corpus
+
+
+def unmet_intervention(path: str, spec: Intervention, counts: Tensor) -> CorpusFileError:
+    """The error of a corpus file whose per-string ``counts`` ``[K]`` do not meet ``spec``."""
+    unit = "strings containing it" if spec.unit == "strings" else "occurrences"
+    return CorpusFileError(
+        f"data.corpus {path} does not meet intervention {spec}: it has {spec.realized(counts)} "
+        f"{unit} (data.intervention, data.event and data.count describe the file; use "
+        "intervention none to train on it as it is)"
+    )

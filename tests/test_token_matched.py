@@ -1,0 +1,444 @@
+"""Token-matched sampling (``--tokens``) against a brute-force reference of its conditional law.
+
+The reference enumerates every corpus of ``K`` short strings of a tiny automaton (a PFSA and a
+pushdown automaton), weighs each by the product of its strings' probabilities, and keeps those
+that meet the count and whose total lies in the window: the law of ``K`` i.i.d. strings given
+``(K, N, total)``. Chi-square with fixed seeds; each law check has a negative control.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import Counter
+
+import numpy as np
+import pytest
+import torch
+from scipy import stats
+from scipy.signal import convolve2d
+
+from cfl_lightning.automata import Event, random_pfsa
+from cfl_lightning.automata.protocol import expected_event_count
+from cfl_lightning.automata.pushdown import PushdownAutomaton
+from cfl_lightning.errors import InterventionError, RejectionExhaustedError
+from cfl_lightning.sampling import Intervention, backend_for
+from cfl_lightning.sampling import token_matched as tm
+from cfl_lightning.sampling.token_matched import (
+    draw_in_window,
+    sample_token_matched,
+    token_window,
+)
+from tests import pushdown_reference as ref
+from tests.helpers import short_pfsa
+from tests.reference import chi_square_pvalue, enumerate_strings
+
+ALPHA = 1e-3
+
+
+def pfsa_strings(max_len: int, event: str = "symbol:a") -> list[tuple[tuple, float, int]]:
+    """``(symbols, probability, count)`` of every string of short_pfsa up to ``max_len``."""
+    pfsa = short_pfsa()
+    table = Event.parse(event).function(pfsa)
+    return [(s, p, c) for s, (p, c) in enumerate_strings(pfsa, table, max_len).items()]
+
+
+def dyck2():
+    return ref.dyck_json(2, open_probs=[0.3, 0.7])
+
+
+def pda_strings(max_len: int, symbol: str = "(") -> list[tuple[tuple, float, int]]:
+    """The same for the Dyck-2 pushdown automaton (symbols as names), counting ``symbol``."""
+    enum = ref.enumerate_pda(dyck2(), max_len)
+    return [(s.symbols, s.prob, s.count(ref.symbol_event(symbol))) for s in enum.strings]
+
+
+def reference(strings, k: int, n: int, window: tuple[int, int], at_least: bool = False) -> dict:
+    """``P(corpus | K, N, lo <= total <= hi)`` over ordered ``K``-tuples, by enumeration."""
+    law = {}
+    for corpus in itertools.product(strings, repeat=k):
+        total = sum(len(s) for s, _, _ in corpus)
+        count = sum(c for _, _, c in corpus)
+        if window[0] <= total <= window[1] and (count >= n if at_least else count == n):
+            law[tuple(s for s, _, _ in corpus)] = math.prod(p for _, p, _ in corpus)
+    mass = math.fsum(law.values())
+    return {key: value / mass for key, value in law.items()}
+
+
+def marginal_of_total(law: dict) -> dict:
+    out: Counter = Counter()
+    for corpus, prob in law.items():
+        out[sum(len(s) for s in corpus)] += prob
+    return dict(out)
+
+
+def as_keys(corpora, names=None) -> Counter:
+    """Counter of corpora as tuples of string tuples (symbol ids, or names with ``names``)."""
+    out: Counter = Counter()
+    for strings in corpora:
+        out[tuple(tuple(s if names is None else [names[t] for t in s]) for s in strings)] += 1
+    return out
+
+
+def batch_in_window(pfsa, kind, k, n, window, draws, seed, event=None):
+    """All corpora in the window among ``draws`` exact corpora (the rejection step, batched)."""
+    counts = backend_for(pfsa).event_counts(Event.parse(event or EVENTS[pfsa.kind]))
+    gen = torch.Generator().manual_seed(seed)
+    corpus, totals, _ = tm._draw_batch(counts, kind, k, n, draws, gen, False)
+    strings = corpus.to_lists()
+    return [strings[i * k : (i + 1) * k] for i in range(draws)
+            if window[0] <= int(totals[i]) <= window[1]]
+
+
+EVENTS = {"pfsa": "symbol:a", "pushdown": "symbol:("}
+
+
+# --------------------------------------------------------------------------- the window
+
+
+def test_window_is_one_percent_in_integers():
+    assert token_window(100) == (99, 101)
+    assert token_window(1000) == (990, 1010)
+    assert token_window(50) == (50, 50)  # 0.5 symbols either side: T itself
+    assert token_window(150) == (149, 151)
+    lo, hi = token_window(123_457)
+    assert lo == math.ceil(0.99 * 123_457) and hi == math.floor(1.01 * 123_457)
+
+
+# --------------------------------------------------------------------------- the law, batched
+
+
+@pytest.mark.parametrize("kind", ["exact", "at_least"])
+def test_accepted_corpora_follow_the_conditional_law_pfsa(kind):
+    """Every in-window corpus of a batch of exact-count corpora: law given (K, N, total)."""
+    k, n, window = 2, 2, (4, 5)
+    law = reference(pfsa_strings(window[1]), k, n, window, at_least=kind == "at_least")
+    samples = batch_in_window(short_pfsa(), kind, k, n, window, 40_000, seed=3)
+    assert len(samples) > 3000
+    observed = as_keys(samples)
+    assert set(observed) <= set(law)
+    assert chi_square_pvalue(observed, law, len(samples)) > ALPHA
+    totals = Counter(sum(len(s) for s in c) for c in samples)
+    assert chi_square_pvalue(totals, marginal_of_total(law), len(samples)) > ALPHA
+    # Negative control: the same corpora against the law without the window's conditioning
+    # on the total (each total weighted equally) are rejected.
+    flat = {c: p / marginal_of_total(law)[sum(len(s) for s in c)] / 2 for c, p in law.items()}
+    assert chi_square_pvalue(observed, flat, len(samples)) < ALPHA
+
+
+def test_accepted_corpora_follow_the_conditional_law_pushdown():
+    """The same through the pushdown backend (Dyck-2, counting ``(``), with a negative control."""
+    pda = PushdownAutomaton.from_dict(dyck2())
+    k, n, window = 2, 1, (4, 6)
+    law = reference(pda_strings(window[1]), k, n, window)
+    samples = batch_in_window(pda, "exact", k, n, window, 20_000, seed=5)
+    assert len(samples) > 2000
+    observed = as_keys(samples, pda.alphabet)
+    assert set(observed) <= set(law)
+    assert chi_square_pvalue(observed, law, len(samples)) > ALPHA
+    uniform = {c: 1 / len(law) for c in law}  # meets every constraint, wrong law
+    assert chi_square_pvalue(observed, uniform, len(samples)) < ALPHA
+
+
+# --------------------------------------------------------------------------- the public draws
+
+
+@pytest.mark.slow
+def test_draw_in_window_law_pfsa():
+    """:func:`draw_in_window` one corpus at a time: the corpus law and the total's law."""
+    k, n, window = 2, 2, (4, 5)
+    law = reference(pfsa_strings(window[1]), k, n, window)
+    iv = Intervention.create("exact", "symbol:a", n)
+    gen = torch.Generator().manual_seed(7)
+    runs = 700
+    samples = [draw_in_window(short_pfsa(), k, iv, window, generator=gen)[0].to_lists()
+               for _ in range(runs)]
+    observed = as_keys(samples)
+    assert chi_square_pvalue(observed, law, runs) > ALPHA
+    totals = Counter(sum(len(s) for s in c) for c in samples)
+    assert chi_square_pvalue(totals, marginal_of_total(law), runs) > ALPHA
+
+
+@pytest.mark.slow
+def test_draw_in_window_law_pushdown():
+    pda = PushdownAutomaton.from_dict(dyck2())
+    k, n, window = 2, 1, (4, 6)
+    law = reference(pda_strings(window[1]), k, n, window)
+    iv = Intervention.create("exact", "symbol:(", n)
+    gen = torch.Generator().manual_seed(9)
+    runs = 300
+    samples = [draw_in_window(pda, k, iv, window, generator=gen)[0].to_lists()
+               for _ in range(runs)]
+    totals = Counter(sum(len(s) for s in c) for c in samples)
+    assert chi_square_pvalue(totals, marginal_of_total(law), runs) > ALPHA
+    assert chi_square_pvalue(as_keys(samples, pda.alphabet), law, runs) > ALPHA
+
+
+def first_string_law(strings, k: int, n: int, total: int) -> dict:
+    """``P(string 1 = s | K, N, total)`` = ``p(s) Q_{K-1}(N - c, total - |s|) / Q_K(N, total)``,
+    ``Q_K`` the ``K``-fold convolution of one string's (count, length) law (enumerated)."""
+    one = np.zeros((n + 1, total + 1))
+    for s, p, c in strings:
+        if c <= n and len(s) <= total:
+            one[c, len(s)] += p
+    powers = [np.zeros_like(one)]
+    powers[0][0, 0] = 1.0
+    for _ in range(k):
+        powers.append(convolve2d(powers[-1], one)[: n + 1, : total + 1])
+    rest, whole = powers[k - 1], powers[k][n, total]
+    law = {s: p * rest[n - c, total - len(s)] / whole
+           for s, p, c in strings if c <= n and len(s) <= total}
+    return {s: v for s, v in law.items() if v > 0}
+
+
+def pooled_pvalue(groups: dict, expected: dict) -> float:
+    """Chi-square over ``(group, category)`` cells, each group's expectation given its size
+    (cells under 5 expected pooled per group); one degree of freedom lost per group."""
+    obs, exp = [], []
+    for key, observed in groups.items():
+        size, law = sum(observed.values()), expected[key]
+        scale = size / math.fsum(law.values())
+        other_obs, other_exp = 0.0, 0.0
+        for category, prob in law.items():
+            if prob * scale >= 5:
+                obs.append(observed.get(category, 0))
+                exp.append(prob * scale)
+            else:
+                other_obs += observed.get(category, 0)
+                other_exp += prob * scale
+        other_obs += sum(v for c, v in observed.items() if c not in law)
+        if other_exp > 0 or other_obs:
+            if other_exp == 0:
+                return 0.0
+            obs.append(other_obs)
+            exp.append(other_exp)
+    return float(stats.chisquare(obs, exp, ddof=len(groups) - 1).pvalue)
+
+
+@pytest.mark.slow
+def test_sample_token_matched_law_given_its_k():
+    """The whole product (K chosen, then the corpus) over 150 seeds: given the chosen K, the
+    first and the last string follow the automaton conditioned on (K, N, total), pooled over
+    the Ks chosen; negative control: the automaton's own string law is rejected."""
+    n, tokens = 2, 5
+    strings = pfsa_strings(tokens)
+    groups: dict = {}
+    for seed in range(150):
+        result = sample_token_matched(short_pfsa(), tokens, seed=seed, event="symbol:a", count=n)
+        assert result.window == (5, 5) and result.total == 5 and result.corpus.total_count == n
+        lists = result.corpus.to_lists()
+        for end in (0, -1):
+            groups.setdefault((end, result.num_strings), Counter())[tuple(lists[end])] += 1
+    expected = {key: first_string_law(strings, key[1], n, tokens) for key in groups}
+    assert pooled_pvalue(groups, expected) > ALPHA
+    own = {s: p for s, p, c in strings if c <= n and len(s) <= tokens}
+    assert pooled_pvalue(groups, dict.fromkeys(groups, own)) < ALPHA
+
+
+# --------------------------------------------------------------------------- 0.5x, 1x, 2x natural
+
+FACTORS = (0.5, 1.0, 2.0)
+#: (automaton, event, T): T a single total (window T..T); the counts 1, 2, 4 and 1, 2, 3
+SMALL = {"pfsa": ("symbol:b", 5), "pushdown": ("symbol:(", 10)}
+
+
+def small(kind: str):
+    return short_pfsa() if kind == "pfsa" else PushdownAutomaton.from_dict(dyck2())
+
+
+def natural_count(automaton, event: str, tokens: int, factor: float) -> int:
+    """``factor`` x the occurrences natural in ``tokens`` symbols (the automaton's density)."""
+    density = expected_event_count(automaton, Event.parse(event)) / automaton.expected_length()
+    return max(1, round(factor * density * tokens))
+
+
+def small_strings(kind: str, max_len: int) -> list[tuple[tuple, float, int]]:
+    event = SMALL[kind][0]
+    return pfsa_strings(max_len, event) if kind == "pfsa" else pda_strings(max_len, event[-1])
+
+
+def joint_reference(strings, k: int, n: int, total: int) -> dict:
+    """``P(corpus | K, N, total)`` over ordered ``K``-tuples, by enumeration grouped by length."""
+    by_length: dict = {}
+    for s, p, c in strings:
+        by_length.setdefault(len(s), []).append((s, p, c))
+    law = {}
+    for lengths in itertools.product(range(total + 1), repeat=k):
+        if sum(lengths) != total:
+            continue
+        for corpus in itertools.product(*(by_length.get(n_, []) for n_ in lengths)):
+            if sum(c for _, _, c in corpus) == n:
+                law[tuple(s for s, _, _ in corpus)] = math.prod(p for _, p, _ in corpus)
+    mass = math.fsum(law.values())
+    return {key: value / mass for key, value in law.items()}
+
+
+@pytest.mark.parametrize("factor", FACTORS)
+@pytest.mark.parametrize("kind", ["pfsa", "pushdown"])
+def test_law_at_half_one_two_natural_batched(kind, factor):
+    """At a fixed K, the in-window corpora of exact-count corpora at 0.5x, 1x and 2x the natural
+    count: the joint law of the K strings given (K, N, total) by enumeration; negative control:
+    that law squared and renormalized (every constraint met, the wrong law) is rejected."""
+    event, tokens = SMALL[kind]
+    automaton, k = small(kind), 2
+    n = natural_count(automaton, event, tokens, factor)
+    law = joint_reference(small_strings(kind, tokens), k, n, tokens)
+    samples = batch_in_window(automaton, "exact", k, n, (tokens, tokens), 20_000, seed=11,
+                              event=event)
+    assert len(samples) > 1000
+    names = None if kind == "pfsa" else automaton.alphabet
+    observed = as_keys(samples, names)
+    assert set(observed) <= set(law)
+    assert all(sum(map(len, c)) == tokens for c in observed)
+    assert chi_square_pvalue(observed, law, len(samples)) > ALPHA
+    squared = {c: p * p for c, p in law.items()}  # the same support, sharpened
+    mass = math.fsum(squared.values())
+    wrong = {c: p / mass for c, p in squared.items()}
+    assert chi_square_pvalue(observed, wrong, len(samples)) < ALPHA
+
+
+def shape_law(strings, k: int, n: int, total: int) -> dict:
+    """``P((|s|, count) of string 1 | K, N, total)``, from :func:`first_string_law`."""
+    out: Counter = Counter()
+    counts = {s: c for s, _, c in strings}
+    for s, p in first_string_law(strings, k, n, total).items():
+        out[(len(s), counts[s])] += p
+    return dict(out)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("factor", FACTORS)
+@pytest.mark.parametrize("kind", ["pfsa", "pushdown"])
+def test_sample_token_matched_at_half_one_two_natural(kind, factor):
+    """The whole product (K chosen, then the corpus) at 0.5x, 1x and 2x the natural count in T
+    symbols: N exact and the total T; given the chosen K, the (length, count) of the first and
+    the last string follow the automaton conditioned on (K, N, total) (convolution of the
+    enumerated per-string law), pooled over the Ks where that is not a single value (K = 1:
+    the shape is the constraint; the strings' law given their length and count is checked by
+    the batched test above, with its negative control)."""
+    event, tokens = SMALL[kind]
+    automaton = small(kind)
+    n = natural_count(automaton, event, tokens, factor)
+    strings = small_strings(kind, tokens)
+    groups: dict = {}
+    for seed in range(150 if kind == "pfsa" else 100):
+        result = sample_token_matched(automaton, tokens, seed=seed, event=event, count=n)
+        assert result.corpus.total_count == n and result.total == tokens
+        lengths, counts = result.corpus.lengths.tolist(), result.corpus.counts.tolist()
+        for end in (0, -1):
+            groups.setdefault((end, result.num_strings), Counter())[
+                (lengths[end], counts[end])] += 1
+    expected = {key: shape_law(strings, key[1], n, tokens) for key in groups}
+    assert all(set(groups[key]) <= set(expected[key]) for key in groups)
+    informative = {key: groups[key] for key in groups if len(expected[key]) > 1}
+    if informative:
+        assert pooled_pvalue(informative, expected) > ALPHA
+
+
+# --------------------------------------------------------------------------- constraints
+
+
+@pytest.fixture(scope="module")
+def big():
+    return random_pfsa(50, 10, topology_seed=0, weight_seed=0)
+
+
+@pytest.mark.parametrize("factor", [0.5, 1.0, 2.0])
+def test_count_exact_and_total_in_window_at_half_one_two_natural(big, factor):
+    event = "symbol:a"
+    k_natural = 1500
+    tokens = round(k_natural * big.expected_length())
+    n = round(factor * k_natural * expected_event_count(big, Event.parse(event)))
+    result = sample_token_matched(big, tokens, seed=1, event=event, count=n)
+    assert result.corpus.total_count == n
+    lo, hi = token_window(tokens)
+    assert lo <= result.total <= hi == result.window[1]
+    assert result.num_strings == len(result.corpus) > 0
+    # the realized counts are the automaton's own (recounted by the event)
+    assert int(result.corpus.counts.sum()) == n
+    again = sample_token_matched(big, tokens, seed=1, event=event, count=n)
+    assert torch.equal(again.corpus.tokens, result.corpus.tokens)
+    assert again.num_strings == result.num_strings
+
+
+def test_at_least_meets_both_constraints(big):
+    tokens, n = 20_000, 400
+    result = sample_token_matched(big, tokens, seed=2, intervention="at_least",
+                                  event="symbol:a", count=n)
+    assert result.corpus.total_count >= n
+    assert token_window(tokens)[0] <= result.total <= token_window(tokens)[1]
+
+
+def test_pushdown_token_matched():
+    pda = PushdownAutomaton.from_dict(dyck2())
+    result = sample_token_matched(pda, 3000, seed=0, event="symbol:(", count=300)
+    assert result.corpus.total_count == 300
+    assert 2970 <= result.total <= 3030
+
+
+@pytest.mark.parametrize("factor", FACTORS)
+def test_pushdown_count_exact_and_total_in_window_at_half_one_two_natural(factor):
+    """A two-state pushdown automaton, symbol ``c``, T = 2,000: N exact, T within 1%."""
+    pda = PushdownAutomaton.from_dict(ref.two_state_json())
+    n = natural_count(pda, "symbol:c", 2000, factor)
+    result = sample_token_matched(pda, 2000, seed=0, event="symbol:c", count=n)
+    assert result.corpus.total_count == n
+    assert 1980 <= result.total <= 2020
+
+
+def test_a_prediction_falling_with_k_is_followed():
+    """Symbol ``b`` of the two-state automaton: a string's length grows faster than its count
+    (the fitted intercept is negative), so more strings make a shorter corpus; the natural
+    count in the natural total is sampled (it was refused when K was assumed to raise L)."""
+    pda = PushdownAutomaton.from_dict(ref.two_state_json())
+    n = natural_count(pda, "symbol:b", 2000, 1.0)
+    result = sample_token_matched(pda, 2000, seed=0, event="symbol:b", count=n)
+    assert result.corpus.total_count == n and 1980 <= result.total <= 2020
+
+
+# --------------------------------------------------------------------------- refusals
+
+
+def test_other_kinds_are_refused_in_one_line():
+    for kind in ("none", "at_least_once"):
+        with pytest.raises(InterventionError, match="needs intervention exact or at_least"):
+            sample_token_matched(short_pfsa(), 100, seed=0, intervention=kind,
+                                 event="symbol:a", count=None if kind == "none" else 3)
+
+
+@pytest.mark.parametrize("tokens", [0, -5])
+def test_non_positive_tokens_are_refused(tokens):
+    with pytest.raises(InterventionError, match="tokens must be a positive integer"):
+        sample_token_matched(short_pfsa(), tokens, seed=0, event="symbol:a", count=3)
+
+
+def test_too_few_tokens_for_the_count_are_refused():
+    with pytest.raises(InterventionError, match=r"too few for exact 500 \(symbol:a\)"):
+        sample_token_matched(short_pfsa(), 100, seed=0, event="symbol:a", count=500)
+
+
+def test_a_target_far_in_the_tail_is_refused_as_a_large_deviation(monkeypatch):
+    """500 ``a`` in about 600 symbols: one string of ~500 ``a`` (the natural is ~1 per string).
+    Refused before any pilot at that K (a pilot of the whole count in a few strings can take
+    minutes at 100,000-string sizes)."""
+    piloted = []
+    pilot = tm._pilot
+    monkeypatch.setattr(tm, "_pilot", lambda c, m, k, *a: piloted.append(k) or pilot(c, m, k, *a))
+    with pytest.raises(InterventionError, match=r"is a large deviation for exact 500") as info:
+        sample_token_matched(short_pfsa(), 600, seed=0, event="symbol:a", count=500)
+    assert piloted and all(500 / k < tm.DENSE for k in piloted)
+    assert f"over {tm.DENSE} times the natural" in str(info.value)
+    assert "\n" not in str(info.value)
+    # the same count spread over enough symbols is sampled
+    result = sample_token_matched(short_pfsa(), 1000, seed=0, event="symbol:a", count=500)
+    assert result.corpus.total_count == 500
+
+
+def test_unreachable_window_is_bounded_and_says_what_was_drawn():
+    """Dyck-1 strings hold exactly two symbols per ``(``: 2 occurrences make 4 symbols, never 5."""
+    pda = PushdownAutomaton.from_dict(ref.dyck_json(1))
+    with pytest.raises(RejectionExhaustedError) as info:
+        sample_token_matched(pda, 5, seed=0, event="symbol:(", count=2, max_tries=50)
+    message = str(info.value)
+    assert "in 50 tries" in message and "totals 4..4" in message and "5..5 symbols" in message
+    assert "\n" not in message
