@@ -1,0 +1,217 @@
+"""PCFG count interventions: the count law and exact conditioned corpora (issue 50 item 3).
+
+Every law is compared with an independent reference that enumerates leftmost derivations
+(``tests/pcfg_count_reference.py``: no power series, no fixed point), on an ambiguous grammar
+and on a left-recursive one with a unit rule and a unit cycle; closed forms far above the
+natural count; sampled strings by chi-square (fixed seeds) against the conditional law of
+strings from enumeration, with a negative control.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from cfl_lightning.automata.pcfg import check_grammar, parse_grammar
+from cfl_lightning.errors import EventError, InterventionError
+from cfl_lightning.sampling.pcfg.conditioned import (
+    AT_LEAST,
+    EXACT,
+    generate_conditioned,
+    sample_at_least,
+    sample_at_least_once,
+    sample_exact,
+    split_budget,
+)
+from cfl_lightning.sampling.pcfg.count_law import count_series, event_degrees, log_count_law
+from tests.pcfg_count_reference import count_law, event_count, rule_degrees, string_law
+
+#: ambiguous (S S splits a string many ways); '(' optional (strings of x have none)
+AMBIGUOUS = "S -> S S [0.15] | '(' S ')' [0.15] | '(' ')' [0.3] | 'x' [0.4]\n"
+#: left recursion, a unit rule (E -> T) and a unit cycle (T -> F -> T)
+LEFT = """E -> E '+' T [0.3] | T [0.7]
+T -> 'a' [0.5] | '(' E ')' [0.2] | F [0.3]
+F -> T [0.4] | 'b' [0.6]
+"""
+
+
+def _grammar(text):
+    grammar = parse_grammar(text)
+    check_grammar(grammar)
+    return grammar
+
+
+@pytest.mark.parametrize("text,event,ref_event", [
+    (AMBIGUOUS, "symbol:(", "symbol:("),
+    (AMBIGUOUS, "rule:S -> S S", "rule:0"),
+    (LEFT, "symbol:a", "symbol:a"),
+    (LEFT, "symbol:+", "symbol:+"),
+    (LEFT, "rule:T -> F", "rule:4"),
+])
+def test_count_law_matches_enumeration(text, event, ref_event):
+    grammar = _grammar(text)
+    ref, dropped = count_law(grammar, rule_degrees(grammar, ref_event), 6)
+    assert dropped < 1e-11  # the enumeration is complete to this mass
+    ours = np.exp(log_count_law(grammar, event, 6))
+    np.testing.assert_allclose(ours, ref, rtol=0, atol=1e-10 + dropped)
+
+
+def test_tails_are_one_minus_the_law():
+    grammar = _grammar(LEFT)
+    series = count_series(grammar, event_degrees(grammar, "symbol:a"), 30, tails=True)
+    law = np.exp(series.log_f)
+    tails = np.exp(series.log_t)
+    expected = 1.0 - np.concatenate([np.zeros((law.shape[0], 1)), np.cumsum(law, 1)[:, :-1]], 1)
+    np.testing.assert_allclose(tails, expected, atol=1e-12)
+
+
+def test_far_above_natural_closed_forms():
+    """Catalan (S -> S S | 'a') and geometric laws at counts whose probabilities underflow."""
+    p = 0.1
+    catalan = _grammar(f"S -> S S [{p}] | 'a' [{1 - p}]\n")
+    n = np.arange(1, 1501)
+    log_c = (np.array([math.lgamma(2 * k - 1) - math.lgamma(k) - math.lgamma(k + 1) for k in n])
+             + (n - 1) * math.log(p) + n * math.log(1 - p))
+    ours = log_count_law(catalan, "symbol:a", 1500)
+    assert ours[0] == -math.inf
+    np.testing.assert_allclose(ours[1:], log_c, rtol=1e-9)
+    assert ours[-1] < -700  # exp underflows: kept in log space
+    geometric = _grammar("S -> 'a' S [0.5] | 'b' [0.5]\n")
+    ours = log_count_law(geometric, "symbol:a", 3000)
+    np.testing.assert_allclose(ours, (np.arange(3001) + 1) * math.log(0.5), rtol=1e-12)
+
+
+def _conditional_pairs(grammar, num_strings, total, max_length=9):
+    """The exact law of ``K``-tuples of strings (K = 1, 2) given the total count of '('."""
+    x = grammar.alphabet.index("(")
+    law, dropped = string_law(grammar, max_length, symbol=x, max_count=total)
+    assert dropped < 1e-12
+    counts, _ = count_law(grammar, rule_degrees(grammar, "symbol:("), total)
+    denom = counts[total] if num_strings == 1 else sum(
+        counts[i] * counts[total - i] for i in range(total + 1))
+    by_count: dict[int, list] = {}
+    for s, prob in law.items():
+        by_count.setdefault(event_count(s, x), []).append((s, prob))
+    if num_strings == 1:
+        return {(s,): prob / denom for s, prob in by_count.get(total, [])}
+    return {(s, t): ps * pt / denom for i in range(total + 1)
+            for s, ps in by_count.get(i, []) for t, pt in by_count.get(total - i, [])}
+
+
+def _chi_square(samples: list, law: dict, min_expected: float = 5.0) -> float:
+    """p-value of the samples against ``law`` (rare and unlisted outcomes in one bin)."""
+    m = len(samples)
+    seen = Counter(samples)
+    keep = [k for k, v in law.items() if v * m >= min_expected]
+    observed = [seen[k] for k in keep]
+    expected = [law[k] * m for k in keep]
+    rest_expected = m - sum(expected)
+    if rest_expected > 1e-9 * m:
+        observed.append(m - sum(observed))
+        expected.append(rest_expected)
+    assert len(observed) >= 2
+    return float(stats.chisquare(observed, expected).pvalue)
+
+
+def _draw(grammar, num_strings, total, draws, seed, mode=EXACT):
+    """``draws`` corpora of ``num_strings`` strings through the sampler's own two stages."""
+    series = count_series(grammar, event_degrees(grammar, "symbol:("), total,
+                          tails=mode == AT_LEAST)
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(draws):
+        strings = []
+        for budget in split_budget(series, num_strings, mode, total, rng):
+            tokens: list[int] = []
+            generate_conditioned(series, budget, rng, tokens)
+            strings.append(tuple(tokens))
+        out.append(tuple(strings))
+    return out
+
+
+@pytest.mark.parametrize("num_strings,total", [(1, 0), (1, 1), (1, 3), (2, 0), (2, 2), (2, 6)])
+def test_exact_strings_follow_the_conditional_law(num_strings, total):
+    """N = 0, natural (E[count] is 0.85 per string) and 3x natural."""
+    grammar = _grammar(AMBIGUOUS)
+    law = _conditional_pairs(grammar, num_strings, total)
+    samples = _draw(grammar, num_strings, total, 3000, seed=100 + 10 * num_strings + total)
+    assert _chi_square(samples, law) > 1e-3
+
+
+def test_chi_square_rejects_a_wrong_law():
+    """Negative control: the conditional law of a slightly different grammar is rejected."""
+    grammar = _grammar(AMBIGUOUS)
+    wrong = _grammar("S -> S S [0.2] | '(' S ')' [0.1] | '(' ')' [0.3] | 'x' [0.4]\n")
+    samples = _draw(grammar, 1, 3, 3000, seed=7)
+    assert _chi_square(samples, _conditional_pairs(wrong, 1, 3)) < 1e-6
+
+
+def test_at_least_strings_follow_the_conditional_law():
+    grammar = _grammar(AMBIGUOUS)
+    x = grammar.alphabet.index("(")
+    law, _ = string_law(grammar, 11)
+    counts, _ = count_law(grammar, rule_degrees(grammar, "symbol:("), 2)
+    denom = 1.0 - sum(counts)
+    target = {(s,): p / denom for s, p in law.items() if event_count(s, x) >= 3}
+    samples = _draw(grammar, 1, 3, 3000, seed=11, mode=AT_LEAST)
+    assert all(event_count(s[0], x) >= 3 for s in samples)
+    assert _chi_square(samples, target) > 1e-3
+
+
+def test_hard_constraints_far_above_natural():
+    """Counts recounted from the tokens: exact, at least, at least once."""
+    grammar = _grammar(LEFT)
+    a = grammar.alphabet.index("a")
+    for corpus, check in (
+        (sample_exact(grammar, "symbol:a", 20, 400, seed=1), lambda c: c.sum() == 400),
+        (sample_at_least(grammar, "symbol:a", 20, 400, seed=2), lambda c: c.sum() >= 400),
+        (sample_at_least_once(grammar, "symbol:a", 20, 13, seed=3),
+         lambda c: (c > 0).sum() == 13),
+    ):
+        recount = np.array([event_count(s, a) for s in corpus.to_lists()])
+        np.testing.assert_array_equal(recount, corpus.counts.numpy())
+        assert check(recount)
+    zero = sample_exact(grammar, "symbol:a", 50, 0, seed=4)
+    assert a not in zero.tokens.tolist()
+
+
+def test_rule_event_counts_rule_uses():
+    grammar = _grammar(LEFT)
+    corpus = sample_exact(grammar, "rule:E -> E '+' T", 5, 40, seed=5)
+    # E -> E '+' T is the only rule writing '+': its uses are the '+' in the string
+    plus = grammar.alphabet.index("+")
+    assert [event_count(s, plus) for s in corpus.to_lists()] == corpus.counts.tolist()
+    assert corpus.total_count == 40
+
+
+def test_same_seed_same_corpus():
+    grammar = _grammar(AMBIGUOUS)
+    one = sample_exact(grammar, "symbol:(", 30, 60, seed=9)
+    two = sample_exact(grammar, "symbol:(", 30, 60, seed=9)
+    assert one.tokens.tolist() == two.tokens.tolist() and one.offsets.tolist() == two.offsets.tolist()
+
+
+@pytest.mark.parametrize("call,error", [
+    (lambda g: sample_exact(g, "symbol:b", 1, 2, seed=0), InterventionError),  # always 1
+    (lambda g: sample_exact(g, "symbol:a", 1, -1, seed=0), InterventionError),
+    (lambda g: sample_at_least_once(g, "symbol:a", 2, 3, seed=0), InterventionError),
+    (lambda g: sample_at_least_once(g, "symbol:b", 2, 1, seed=0), InterventionError),  # all have b
+    (lambda g: sample_exact(g, "symbol:z", 1, 0, seed=0), EventError),
+    (lambda g: sample_exact(g, "rule:S -> 'z'", 1, 0, seed=0), EventError),
+])
+def test_impossible_requests_are_refused_in_one_line(call, error):
+    grammar = _grammar("S -> 'a' S [0.5] | 'b' [0.5]\n")
+    with pytest.raises(error) as caught:
+        call(grammar)
+    assert "\n" not in str(caught.value)
+
+
+def test_an_event_that_never_occurs_is_refused():
+    grammar = _grammar("S -> 'a' S [0.5] | 'b' [0.5] | 'c' [0.0]\n")
+    with pytest.raises(InterventionError, match="cannot occur"):
+        sample_exact(grammar, "symbol:c", 3, 1, seed=0)
+    assert sample_exact(grammar, "symbol:c", 3, 0, seed=0).total_count == 0
