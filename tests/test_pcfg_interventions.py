@@ -215,3 +215,35 @@ def test_an_event_that_never_occurs_is_refused():
     with pytest.raises(InterventionError, match="cannot occur"):
         sample_exact(grammar, "symbol:c", 3, 1, seed=0)
     assert sample_exact(grammar, "symbol:c", 3, 0, seed=0).total_count == 0
+
+
+def _pair_law(grammar, keep, max_length=8):
+    """``P(s) P(t)`` over pairs of strings (of at most ``max_length`` symbols) that ``keep``
+    accepts (by their counts of '('), unnormalized."""
+    x = grammar.alphabet.index("(")
+    law, dropped = string_law(grammar, max_length)
+    assert dropped < 1e-12
+    return {(s, t): ps * pt for s, ps in law.items() for t, pt in law.items()
+            if keep(event_count(s, x), event_count(t, x))}
+
+
+def test_at_least_pairs_follow_the_conditional_law():
+    """K = 2, total at least 3 (the halves' split with tails)."""
+    grammar = _grammar(AMBIGUOUS)
+    counts, _ = count_law(grammar, rule_degrees(grammar, "symbol:("), 3)
+    denom = 1.0 - sum(counts[i] * counts[j] for i in range(3) for j in range(3 - i))
+    target = {k: v / denom for k, v in _pair_law(grammar, lambda i, j: i + j >= 3).items()}
+    samples = _draw(grammar, 2, 3, 3000, seed=12, mode=AT_LEAST)
+    assert _chi_square(samples, target) > 1e-3
+
+
+def test_at_least_once_pairs_follow_the_conditional_law():
+    """K = 2, exactly one string contains '(' (which one is uniform)."""
+    grammar = _grammar(AMBIGUOUS)
+    counts, _ = count_law(grammar, rule_degrees(grammar, "symbol:("), 0)
+    q = 1.0 - counts[0]
+    raw = _pair_law(grammar, lambda i, j: (i > 0) != (j > 0))
+    target = {k: v / (2 * q * (1 - q)) for k, v in raw.items()}
+    samples = [tuple(map(tuple, sample_at_least_once(grammar, "symbol:(", 2, 1, seed=s).to_lists()))
+               for s in range(2000)]
+    assert _chi_square(samples, target) > 1e-3
