@@ -85,12 +85,12 @@ def test_far_above_natural_closed_forms():
     np.testing.assert_allclose(ours, (np.arange(3001) + 1) * math.log(0.5), rtol=1e-12)
 
 
-def _conditional_pairs(grammar, num_strings, total, max_length=9):
-    """The exact law of ``K``-tuples of strings (K = 1, 2) given the total count of '('."""
-    x = grammar.alphabet.index("(")
+def _conditional_pairs(grammar, num_strings, total, max_length=9, symbol="("):
+    """The exact law of ``K``-tuples of strings (K = 1, 2) given the total count of ``symbol``."""
+    x = grammar.alphabet.index(symbol)
     law, dropped = string_law(grammar, max_length, symbol=x, max_count=total)
     assert dropped < 1e-12
-    counts, _ = count_law(grammar, rule_degrees(grammar, "symbol:("), total)
+    counts, _ = count_law(grammar, rule_degrees(grammar, f"symbol:{symbol}"), total)
     denom = counts[total] if num_strings == 1 else sum(
         counts[i] * counts[total - i] for i in range(total + 1))
     by_count: dict[int, list] = {}
@@ -117,9 +117,9 @@ def _chi_square(samples: list, law: dict, min_expected: float = 5.0) -> float:
     return float(stats.chisquare(observed, expected).pvalue)
 
 
-def _draw(grammar, num_strings, total, draws, seed, mode=EXACT):
+def _draw(grammar, num_strings, total, draws, seed, mode=EXACT, event="symbol:("):
     """``draws`` corpora of ``num_strings`` strings through the sampler's own two stages."""
-    series = count_series(grammar, event_degrees(grammar, "symbol:("), total,
+    series = count_series(grammar, event_degrees(grammar, event), total,
                           tails=mode == AT_LEAST)
     rng = np.random.default_rng(seed)
     out = []
@@ -139,6 +139,15 @@ def test_exact_strings_follow_the_conditional_law(num_strings, total):
     grammar = _grammar(AMBIGUOUS)
     law = _conditional_pairs(grammar, num_strings, total)
     samples = _draw(grammar, num_strings, total, 3000, seed=100 + 10 * num_strings + total)
+    assert _chi_square(samples, law) > 1e-3
+
+
+@pytest.mark.parametrize("num_strings,total", [(1, 0), (1, 1), (1, 3), (2, 4)])
+def test_exact_strings_of_a_unit_cycle_grammar(num_strings, total):
+    """Left recursion, a unit rule and a unit cycle: the budget passes through unit rules."""
+    grammar = _grammar(LEFT)
+    law = _conditional_pairs(grammar, num_strings, total, max_length=9, symbol="a")
+    samples = _draw(grammar, num_strings, total, 3000, seed=200 + total, event="symbol:a")
     assert _chi_square(samples, law) > 1e-3
 
 
