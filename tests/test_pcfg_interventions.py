@@ -201,7 +201,8 @@ def test_same_seed_same_corpus():
     grammar = _grammar(AMBIGUOUS)
     one = sample_exact(grammar, "symbol:(", 30, 60, seed=9)
     two = sample_exact(grammar, "symbol:(", 30, 60, seed=9)
-    assert one.tokens.tolist() == two.tokens.tolist() and one.offsets.tolist() == two.offsets.tolist()
+    assert one.tokens.tolist() == two.tokens.tolist()
+    assert one.offsets.tolist() == two.offsets.tolist()
 
 
 @pytest.mark.parametrize("call,error", [

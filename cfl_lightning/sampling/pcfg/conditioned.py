@@ -70,7 +70,7 @@ class _Powers:
 
 
 def split_budget(series: CountSeries, num_strings: int, mode: int, count: int,
-                 rng: np.random.Generator) -> list[tuple[int, int]]:
+                 rng: np.random.Generator, powers: _Powers | None = None) -> list[tuple[int, int]]:
     """Per string ``(mode, n)``: the corpus budget split exactly (see the module).
 
     Args:
@@ -79,8 +79,9 @@ def split_budget(series: CountSeries, num_strings: int, mode: int, count: int,
         mode: :data:`EXACT` or :data:`AT_LEAST`.
         count: the corpus budget ``N`` (its total must have positive probability).
         rng: the generator.
+        powers: the laws of group totals already computed (else computed here).
     """
-    powers = _Powers(series)
+    powers = _Powers(series) if powers is None else powers
     out: list[tuple[int, int]] = []
     todo = [(num_strings, mode, count)]
     while todo:
@@ -208,10 +209,11 @@ def sample_exact(grammar: Grammar, event: str, num_strings: int, count: int, *,
     """
     series = _prepare(grammar, event, num_strings, count, tails=False)
     rng = np.random.default_rng(seed)
-    if _Powers(series)(num_strings)[0][count] == -math.inf:
+    powers = _Powers(series)
+    if powers(num_strings)[0][count] == -math.inf:
         raise InterventionError(f"event {event} cannot occur exactly {count} times in "
                                 f"{num_strings} strings of this grammar (probability 0)")
-    return _corpus(series, split_budget(series, num_strings, EXACT, count, rng), rng)
+    return _corpus(series, split_budget(series, num_strings, EXACT, count, rng, powers), rng)
 
 
 def sample_at_least(grammar: Grammar, event: str, num_strings: int, count: int, *,
@@ -224,10 +226,12 @@ def sample_at_least(grammar: Grammar, event: str, num_strings: int, count: int, 
     """
     series = _prepare(grammar, event, num_strings, count, tails=True)
     rng = np.random.default_rng(seed)
-    if _Powers(series)(num_strings)[1][count] == -math.inf:
+    powers = _Powers(series)
+    if powers(num_strings)[1][count] == -math.inf:
         raise InterventionError(f"event {event} cannot occur {count} or more times in "
                                 f"{num_strings} strings of this grammar (probability 0)")
-    return _corpus(series, split_budget(series, num_strings, AT_LEAST, count, rng), rng)
+    return _corpus(series, split_budget(series, num_strings, AT_LEAST, count, rng, powers),
+                   rng)
 
 
 def sample_at_least_once(grammar: Grammar, event: str, num_strings: int, containing: int, *,

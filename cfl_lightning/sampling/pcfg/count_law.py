@@ -37,6 +37,7 @@ __all__ = ["CountSeries", "event_degrees", "count_series", "log_count_law", "lse
            "log_convolve", "log_tail_convolve"]
 
 _NEWTON_STEPS = 200
+_BLOCK = 256  # outputs of a convolution per numpy call
 
 
 def lse(values: np.ndarray) -> float:
@@ -49,12 +50,34 @@ def lse(values: np.ndarray) -> float:
     return peak + math.log(float(np.exp(values - peak).sum()))
 
 
+def _lse_rows(m: np.ndarray) -> np.ndarray:
+    """Row-wise ``log sum exp`` of a 2-d array (``-inf`` for an all ``-inf`` row)."""
+    peak = m.max(axis=1)
+    safe = np.where(np.isfinite(peak), peak, 0.0)
+    with np.errstate(divide="ignore"):
+        return np.where(np.isfinite(peak), np.log(np.exp(m - safe[:, None]).sum(axis=1)) + safe,
+                        -math.inf)
+
+
+def _blocked(a: np.ndarray, b: np.ndarray, lowest: int) -> np.ndarray:
+    """``out[n] = lse_{i <= n - lowest} (a[i] + b[n - i])`` for every ``n``, in row blocks
+    (``_BLOCK`` outputs per numpy call; ``b[n - i]`` read through a sliding window of ``b``
+    reversed and padded with ``-inf``, so no gather)."""
+    size = len(b)
+    tail = np.full(size + lowest, -math.inf)
+    windows = np.lib.stride_tricks.sliding_window_view(
+        np.concatenate([b[::-1][: size - lowest] if lowest else b[::-1], tail]), size)
+    out = np.full(size, -math.inf)
+    for n0 in range(0, size, _BLOCK):
+        n1 = min(n0 + _BLOCK, size)
+        rows = windows[size - 1 - np.arange(n0, n1), :n1]
+        out[n0:n1] = _lse_rows(a[None, :n1] + rows)
+    return out
+
+
 def log_convolve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Log coefficients of the product of two log series (same length, truncated to it)."""
-    out = np.full(len(a), -math.inf)
-    for n in range(len(a)):
-        out[n] = lse(a[: n + 1] + b[n::-1])
-    return out
+    return _blocked(a, b, 0)
 
 
 def log_tail_convolve(fa: np.ndarray, ta: np.ndarray, tb: np.ndarray) -> np.ndarray:
@@ -62,10 +85,7 @@ def log_tail_convolve(fa: np.ndarray, ta: np.ndarray, tb: np.ndarray) -> np.ndar
 
     ``P(X + Y >= n) = P(X >= n) + sum_{i < n} P(X = i) P(Y >= n - i)`` (no subtraction).
     """
-    out = np.full(len(ta), -math.inf)
-    for n in range(len(ta)):
-        out[n] = np.logaddexp(ta[n], lse(fa[:n] + tb[n:0:-1]))
-    return out
+    return np.logaddexp(ta, _blocked(fa, tb, 1))
 
 
 def event_degrees(grammar: Grammar, event: str) -> np.ndarray:
