@@ -27,7 +27,12 @@ from cfl_lightning.sampling.pcfg.conditioned import (
     sample_exact,
     split_budget,
 )
-from cfl_lightning.sampling.pcfg.count_law import count_series, event_degrees, log_count_law
+from cfl_lightning.sampling.pcfg.count_law import (
+    count_series,
+    event_degrees,
+    expected_count,
+    log_count_law,
+)
 from tests.pcfg_count_reference import count_law, event_count, rule_degrees, string_law
 
 #: ambiguous (S S splits a string many ways); '(' optional (strings of x have none)
@@ -67,6 +72,16 @@ def test_tails_are_one_minus_the_law():
     tails = np.exp(series.log_t)
     expected = 1.0 - np.concatenate([np.zeros((law.shape[0], 1)), np.cumsum(law, 1)[:, :-1]], 1)
     np.testing.assert_allclose(tails, expected, atol=1e-12)
+
+
+@pytest.mark.parametrize("text,event", [(AMBIGUOUS, "symbol:("), (LEFT, "symbol:a"),
+                                        (LEFT, "rule:T -> F")])
+def test_expected_count_is_the_mean_of_the_law(text, event):
+    grammar = _grammar(text)
+    law = np.exp(log_count_law(grammar, event, 400))
+    assert law.sum() == pytest.approx(1.0, abs=1e-12)
+    mean = float(np.arange(401) @ law)
+    assert expected_count(grammar, event_degrees(grammar, event)) == pytest.approx(mean, rel=1e-10)
 
 
 def test_far_above_natural_closed_forms():

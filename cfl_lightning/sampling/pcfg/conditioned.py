@@ -47,8 +47,15 @@ EXACT, AT_LEAST = 0, 1  # a budget's mode: count exactly n, or at least n
 
 
 def _pick(rng: np.random.Generator, log_w: np.ndarray) -> int:
-    """An index drawn with probability proportional to ``exp(log_w)`` (never a zero weight)."""
-    w = np.exp(log_w - np.max(log_w))
+    """An index drawn with probability proportional to ``exp(log_w)`` (never a zero weight).
+
+    Raises:
+        InterventionError: every weight is zero (a budget of probability 0).
+    """
+    peak = np.max(log_w)
+    if peak == -math.inf:
+        raise InterventionError("a budget of probability 0 was asked of the grammar")
+    w = np.exp(log_w - peak)
     cum = np.cumsum(w)
     i = int(np.searchsorted(cum, rng.random() * cum[-1], side="right"))
     return min(i, int(np.flatnonzero(w > 0)[-1]))

@@ -33,7 +33,7 @@ import numpy as np
 from cfl_lightning.automata.pcfg.grammar import Grammar
 from cfl_lightning.errors import EventError
 
-__all__ = ["CountSeries", "event_degrees", "count_series", "log_count_law", "lse",
+__all__ = ["CountSeries", "event_degrees", "count_series", "log_count_law", "expected_count", "lse",
            "log_convolve", "log_tail_convolve"]
 
 _NEWTON_STEPS = 200
@@ -341,3 +341,13 @@ def log_count_law(grammar: Grammar, event: str, max_count: int) -> np.ndarray:
         log probabilities (``-inf`` where the count is impossible).
     """
     return count_series(grammar, event_degrees(grammar, event), max_count).log_f[0].copy()
+
+
+def expected_count(grammar: Grammar, degrees: np.ndarray) -> float:
+    """``E[count]`` of one string: ``(I - M)^{-1} e`` at the start, with ``M`` the expectation
+    matrix and ``e_A = sum_r p_r d_r`` (finite: the grammar's expected length is)."""
+    direct = np.zeros(grammar.num_nonterminals)
+    for d, rule in zip(np.asarray(degrees), grammar.rules):
+        direct[rule.lhs] += rule.prob * float(d)
+    return float(np.linalg.solve(np.eye(grammar.num_nonterminals) - grammar.expectation_matrix(),
+                                 direct)[0])
