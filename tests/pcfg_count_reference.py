@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-__all__ = ["rule_degrees", "count_law", "string_law", "event_count"]
+__all__ = ["rule_degrees", "count_law", "string_law", "string_count_law", "event_count"]
 
 
 def rule_degrees(grammar, event: str) -> list[int]:
@@ -88,6 +88,23 @@ def string_law(grammar, max_length: int, *, symbol: int | None = None,
         return symbol is None or event_count(state[0], symbol) <= max_count
 
     return _run(grammar, ((), ((False, 0),)), step, keep, eps, max_rounds)
+
+
+def string_count_law(grammar, degrees: list[int], max_length: int, max_count: int, *,
+                     eps: float = 1e-17, max_rounds: int = 10_000) -> tuple[dict, float]:
+    """``P(string, count)`` (summed over derivations) for strings of at most ``max_length``
+    symbols whose derivations count at most ``max_count``; and the dropped mass. For rule
+    events, where derivations of one string may count differently."""
+    def step(written, r, stack):
+        string, count = written
+        while stack and stack[0][0]:
+            string, stack = string + (stack[0][1],), stack[1:]
+        return (string, count + degrees[r]), stack
+
+    def keep(state):
+        return len(state[0][0]) + len(state[1]) <= max_length and state[0][1] <= max_count
+
+    return _run(grammar, (((), 0), ((False, 0),)), step, keep, eps, max_rounds)
 
 
 def event_count(string, symbol: int) -> int:

@@ -33,7 +33,13 @@ from cfl_lightning.sampling.pcfg.count_law import (
     expected_count,
     log_count_law,
 )
-from tests.pcfg_count_reference import count_law, event_count, rule_degrees, string_law
+from tests.pcfg_count_reference import (
+    count_law,
+    event_count,
+    rule_degrees,
+    string_count_law,
+    string_law,
+)
 
 #: ambiguous (S S splits a string many ways); '(' optional (strings of x have none)
 AMBIGUOUS = "S -> S S [0.15] | '(' S ')' [0.15] | '(' ')' [0.3] | 'x' [0.4]\n"
@@ -42,6 +48,8 @@ LEFT = """E -> E '+' T [0.3] | T [0.7]
 T -> 'a' [0.5] | '(' E ')' [0.2] | F [0.3]
 F -> T [0.4] | 'b' [0.6]
 """
+#: two occurrences of 'a' in one rule: the count of 'a' is always even
+EVEN = "S -> 'a' S 'a' [0.3] | 'b' S [0.2] | 'b' [0.5]\n"
 
 
 def _grammar(text):
@@ -56,6 +64,7 @@ def _grammar(text):
     (LEFT, "symbol:a", "symbol:a"),
     (LEFT, "symbol:+", "symbol:+"),
     (LEFT, "rule:T -> F", "rule:4"),
+    (EVEN, "symbol:a", "symbol:a"),
 ])
 def test_count_law_matches_enumeration(text, event, ref_event):
     grammar = _grammar(text)
@@ -166,6 +175,19 @@ def test_exact_strings_of_a_unit_cycle_grammar(num_strings, total):
     assert _chi_square(samples, law) > 1e-3
 
 
+def test_rule_event_strings_follow_the_law_of_yields():
+    """An ambiguous grammar: strings given the number of uses of S -> S S, summed over the
+    derivations of each string that use it that often."""
+    grammar = _grammar(AMBIGUOUS)
+    total = 2
+    law, dropped = string_count_law(grammar, rule_degrees(grammar, "rule:0"), 9, total)
+    assert dropped < 1e-12
+    counts, _ = count_law(grammar, rule_degrees(grammar, "rule:0"), total)
+    target = {(s,): p / counts[total] for (s, c), p in law.items() if c == total}
+    samples = _draw(grammar, 1, total, 3000, seed=13, event="rule:S -> S S")
+    assert _chi_square(samples, target) > 1e-3
+
+
 def test_chi_square_rejects_a_wrong_law():
     """Negative control: the conditional law of a slightly different grammar is rejected."""
     grammar = _grammar(AMBIGUOUS)
@@ -233,6 +255,14 @@ def test_impossible_requests_are_refused_in_one_line(call, error):
     with pytest.raises(error) as caught:
         call(grammar)
     assert "\n" not in str(caught.value)
+
+
+def test_a_count_off_the_lattice_is_refused():
+    grammar = _grammar(EVEN)
+    with pytest.raises(InterventionError, match="exactly 3 times"):
+        sample_exact(grammar, "symbol:a", 1, 3, seed=0)
+    assert sample_exact(grammar, "symbol:a", 2, 3 * 2, seed=0).total_count == 6
+    assert np.all(np.isinf(log_count_law(grammar, "symbol:a", 41)[1::2]))
 
 
 def test_an_event_that_never_occurs_is_refused():
