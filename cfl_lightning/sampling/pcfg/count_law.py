@@ -227,61 +227,110 @@ def _solve_log(resolvent: np.ndarray, rhs: np.ndarray) -> np.ndarray:
         return np.log(resolvent @ np.exp(rhs - peak)) + peak
 
 
-def _known(series_f: np.ndarray, suffix: np.ndarray, kids, n: int) -> np.ndarray:
-    """``[k + 1]`` log of the part of ``[z^n] S_j`` (or of its tail) fixed by degrees below ``n``.
+@dataclass
+class _Layout:
+    """Every rule's suffix rows stacked in one table (``suffix[r]`` are views of it), and per
+    child position ``p``: its nonterminal, its row and the row after it (``S_{j+1}``)."""
 
-    ``S_j[n] = sum_i F_cj[i] S_{j+1}[n - i]`` and ``TS_j[n] = T_cj[n] + sum_{i<n} F_cj[i]
-    TS_{j+1}[n - i]`` leave the same known part: the terms ``0 < i < n`` and ``F_cj[0]`` times
-    the known part of row ``j + 1`` (row ``k``, the empty product, has none for ``n >= 1``).
-    """
-    k = len(kids)
-    out = np.full(k + 1, -math.inf)
-    for j in range(k - 1, -1, -1):
-        row = series_f[kids[j]]
-        out[j] = np.logaddexp(lse(row[1:n] + suffix[j + 1, n - 1:0:-1]), row[0] + out[j + 1])
+    table: np.ndarray
+    tail_table: np.ndarray | None
+    child: np.ndarray
+    row: np.ndarray
+    next: np.ndarray
+    first: list[int]  # per rule, its first position (positions of a rule are consecutive)
+
+
+def _layout(children, width: int, tails: bool) -> _Layout:
+    """Allocate the stacked suffix tables (row ``k`` of a rule: the empty product)."""
+    offsets = np.cumsum([0] + [len(k) + 1 for k in children])
+    table = np.full((int(offsets[-1]), width), -math.inf)
+    table[offsets[1:] - 1, 0] = 0.0
+    tail_table = None
+    if tails:
+        tail_table = np.full_like(table, -math.inf)
+        tail_table[:, 0] = 0.0
+    child = [c for kids in children for c in kids]
+    row = [int(offsets[r]) + j for r, kids in enumerate(children) for j in range(len(kids))]
+    first = list(np.cumsum([0] + [len(k) for k in children])[:-1])
+    return _Layout(table, tail_table, np.array(child, dtype=np.int64),
+                   np.array(row, dtype=np.int64), np.array(row, dtype=np.int64) + 1,
+                   [int(f) for f in first])
+
+
+def _inner(log_f: np.ndarray, table: np.ndarray, layout: _Layout, n: int) -> np.ndarray:
+    """``[P]`` log ``sum_{0 < i < n} F_c[i] S_next[n - i]`` for every child position (the terms
+    of degree ``n`` fixed by lower degrees, shared by every use below). One position at a
+    time: its two rows stay in cache, where one ``[P, n]`` matrix does not."""
+    out = np.full(len(layout.child), -math.inf)
+    if n < 2:
+        return out
+    for p, (c, nxt) in enumerate(zip(layout.child.tolist(), layout.next.tolist())):
+        out[p] = lse(log_f[c, 1:n] + table[nxt, n - 1:0:-1])
     return out
 
 
-def _complete(series_f, series_t, suffix, kids, n: int, tails: bool) -> None:
-    """Fill ``suffix[:, n]`` once degree ``n`` of every nonterminal is known."""
-    for j in range(len(kids) - 1, -1, -1):
-        row = series_f[kids[j]]
-        if tails:
-            suffix[j, n] = np.logaddexp(series_t[kids[j], n], lse(row[:n] + suffix[j + 1, n:0:-1]))
-        else:
-            suffix[j, n] = lse(row[: n + 1] + suffix[j + 1, n::-1])
+def _lae(x: float, y: float) -> float:
+    """``log(exp(x) + exp(y))`` of two floats."""
+    if x < y:
+        x, y = y, x
+    return x if y == -math.inf else x + math.log1p(math.exp(y - x))
 
 
-def _rule_rhs(series: CountSeries, r: int, n: int, tails: bool) -> float:
+def _known_first(series: CountSeries, layout: _Layout, inner: np.ndarray) -> list[float]:
+    """Per rule, log of the part of ``[z^n] S_1`` (or its tail) fixed by degrees below ``n``:
+    the inner terms, and ``F_c[0]`` times the known part of the next row (the empty product has
+    none for ``n >= 1``). Exact sums and tails leave the same known part."""
+    out = []
+    for r, kids in enumerate(series.children):
+        known = -math.inf
+        for j in range(len(kids) - 1, -1, -1):
+            p = layout.first[r] + j
+            known = _lae(float(inner[p]), float(series.log_f[kids[j], 0]) + known)
+        out.append(known)
+    return out
+
+
+def _complete(series: CountSeries, layout: _Layout, n: int, inner, inner_t) -> None:
+    """Fill degree ``n >= 1`` of every suffix row once degree ``n`` of every nonterminal is known:
+    ``S_j[n]`` adds the terms ``i = 0`` and ``i = n`` to the inner ones; ``TS_j[n] = T_c[n] +
+    F_c[0] TS_{j+1}[n] +`` the inner ones."""
+    f, t, table, tail = series.log_f, series.log_t, layout.table, layout.tail_table
+    for p in range(len(layout.child) - 1, -1, -1):  # a rule's later positions first
+        c, row, nxt = int(layout.child[p]), int(layout.row[p]), int(layout.next[p])
+        edge = _lae(f[c, 0] + table[nxt, n], f[c, n] + table[nxt, 0])
+        table[row, n] = _lae(float(inner[p]), edge)
+        if tail is not None:
+            rest = _lae(float(inner_t[p]), f[c, 0] + tail[nxt, n])
+            tail[row, n] = _lae(float(t[c, n]), rest)
+
+
+def _rule_rhs(series: CountSeries, r: int, n: int, tails: bool, known: list[float]) -> float:
     """log of rule ``r``'s contribution to degree ``n`` known beforehand (probability apart)."""
     d = int(series.degrees[r])
-    kids = series.children[r]
-    if tails:
-        if d == 0:
-            return float(_known(series.log_f, series.suffix_tail[r], kids, n)[0])
-        return 0.0 if n <= d else float(series.suffix_tail[r][0, n - d])
     if d == 0:
-        return float(_known(series.log_f, series.suffix[r], kids, n)[0])
+        return known[r]
+    if tails:
+        return 0.0 if n <= d else float(series.suffix_tail[r][0, n - d])
     return -math.inf if n < d else float(series.suffix[r][0, n - d])
 
 
-def _step(series: CountSeries, n: int, resolvents: tuple) -> None:
+def _step(series: CountSeries, n: int, resolvents: tuple, layout: _Layout) -> None:
     """Degree ``n >= 1`` of every nonterminal (and tail), then of every rule suffix."""
     grammar = series.grammar
-    for tails, table, res in ((False, series.log_f, resolvents[0]),
-                              (True, series.log_t, resolvents[1])):
+    inner = _inner(series.log_f, layout.table, layout, n)
+    inner_t = None if series.log_t is None else _inner(series.log_f, layout.tail_table, layout, n)
+    for tails, table, res, part in ((False, series.log_f, resolvents[0], inner),
+                                    (True, series.log_t, resolvents[1], inner_t)):
         if table is None:
             continue
+        known = _known_first(series, layout, part)
         rhs = np.full(grammar.num_nonterminals, -math.inf)
         for r, rule in enumerate(grammar.rules):
             if rule.prob > 0:
-                term = math.log(rule.prob) + _rule_rhs(series, r, n, tails)
-                rhs[rule.lhs] = np.logaddexp(rhs[rule.lhs], term)
+                term = math.log(rule.prob) + _rule_rhs(series, r, n, tails, known)
+                rhs[rule.lhs] = _lae(float(rhs[rule.lhs]), term)
         table[:, n] = _solve_log(res, rhs)
-    for r, kids in enumerate(series.children):
-        _complete(series.log_f, series.log_t, series.suffix[r], kids, n, False)
-        if series.suffix_tail is not None:
-            _complete(series.log_f, series.log_t, series.suffix_tail[r], kids, n, True)
+    _complete(series, layout, n, inner, inner_t)
 
 
 def count_series(grammar: Grammar, degrees: np.ndarray, max_count: int, *,
@@ -306,26 +355,21 @@ def count_series(grammar: Grammar, degrees: np.ndarray, max_count: int, *,
     log_f = np.full((num, width), -math.inf)
     with np.errstate(divide="ignore"):
         log_f[:, 0] = np.log(f0)
-    suffix = []
-    for kids in children:
-        table = np.full((len(kids) + 1, width), -math.inf)
-        table[len(kids), 0] = 0.0
-        _complete(log_f, None, table, kids, 0, False)
-        suffix.append(table)
+    layout = _layout(children, width, tails)
+    for p in range(len(layout.child) - 1, -1, -1):
+        layout.table[layout.row[p], 0] = log_f[layout.child[p], 0] + layout.table[layout.next[p], 0]
+    bounds = np.cumsum([0] + [len(k) + 1 for k in children])
+    suffix = [layout.table[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
     log_t, suffix_tail, res_t = None, None, None
     if tails:
         log_t = np.full((num, width), -math.inf)
         log_t[:, 0] = 0.0
-        suffix_tail = []
-        for kids in children:
-            table = np.full((len(kids) + 1, width), -math.inf)
-            table[:, 0] = 0.0
-            suffix_tail.append(table)
+        suffix_tail = [layout.tail_table[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
         res_t = _resolvent(_jacobian(grammar, degrees, children, f0, tails=True))
     series = CountSeries(grammar, degrees, children, log_f, log_t, suffix, suffix_tail)
     resolvents = (_resolvent(_jacobian(grammar, degrees, children, f0, tails=False)), res_t)
     for n in range(1, width):
-        _step(series, n, resolvents)
+        _step(series, n, resolvents, layout)
     return series
 
 
