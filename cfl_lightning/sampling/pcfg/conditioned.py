@@ -253,9 +253,8 @@ def sample_at_least_once(grammar: Grammar, event: str, num_strings: int, contain
     if not 0 <= containing <= num_strings:
         raise InterventionError(f"{containing} strings containing {event} asked of a corpus of "
                                 f"{num_strings} strings (must be between 0 and {num_strings})")
-    series = _prepare(grammar, event, num_strings, 1 if containing else 0, tails=True)
-    series = series if series.max_count >= 1 else count_series(
-        grammar, series.degrees, 1, tails=True)
+    _prepare(grammar, event, num_strings, 1 if containing else 0, tails=False)  # checks only
+    series = count_series(grammar, event_degrees(grammar, event), 1, tails=True)
     if containing and series.log_t[0, 1] == -math.inf:
         raise InterventionError(f"no string of this grammar contains {event}")
     if containing < num_strings and series.log_f[0, 0] == -math.inf:
