@@ -195,6 +195,12 @@ def test_every_event_table_counts_what_the_automaton_expects(built):
             got = float((visits[:, None] * probs * table).sum())
             assert got == pytest.approx(expected, rel=1e-9, abs=1e-12), text
             called.add((event.kind, automaton.kind))
+    grammar = load_automaton({"kind": "pcfg", "rules": ["S -> 'a' S 'b' [0.4] | 'c' [0.6]"]})
+    for s, symbol in enumerate(grammar.alphabet):  # a grammar's symbol table: one-hot, 1 class
+        event = Event.parse(f"symbol:{symbol}")
+        table = call(event_table_ref("symbol", "pcfg"), event, grammar)
+        assert torch.equal(table, torch.eye(grammar.num_symbols, dtype=torch.long)[s : s + 1])
+    called.add(("symbol", "pcfg"))
     assert called == registered
 
 

@@ -193,7 +193,11 @@ class Automaton(Protocol):
 
 
 def expected_event_count(automaton: Automaton, event: Event) -> float:
-    """Expected occurrences of ``event`` per string, ``sum_(c,s) visits(c) p(s | c) table(c, s)``."""
+    """Expected occurrences of ``event`` per string, ``sum_(c,s) visits(c) p(s | c) table(c, s)``;
+    a kind without position classes computes it itself (its ``expected_event_count`` method)."""
+    own = getattr(automaton, "expected_event_count", None)
+    if own is not None:
+        return float(own(event))
     visits = automaton.expected_class_visits()
     probs = automaton.class_probs()[:, : automaton.num_symbols]
     return float((visits[:, None] * probs * automaton.event_table(event)).sum())

@@ -57,7 +57,7 @@ def stake_states(automaton: Automaton, event: str | Event) -> Tensor:
 
     Returns:
         ``[C]`` bool on the CPU: the target class, or (symbol) every class where the symbol
-        has positive probability.
+        has positive probability; ``[0]`` for a kind without position classes (a grammar).
 
     Raises:
         EventError: malformed event or unknown name.
@@ -65,6 +65,8 @@ def stake_states(automaton: Automaton, event: str | Event) -> Tensor:
     event = Event.parse(event) if isinstance(event, str) else event
     kind, indices = automaton.event_location(event)
     out = torch.zeros(len(automaton.class_names), dtype=torch.bool)
+    if not automaton.class_names:  # no position classes: nothing is at stake per class
+        return out
     for index in indices:
         if kind == "state":
             out[index] = True

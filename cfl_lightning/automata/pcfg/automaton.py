@@ -17,6 +17,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -28,11 +29,12 @@ from cfl_lightning.automata.pcfg.text import grammar_from_dict, grammar_to_dict,
 from cfl_lightning.errors import CflError, EventError, GrammarError
 from cfl_lightning.io import atomic_write_text
 
-__all__ = ["PCFG", "NO_EVENTS", "NO_CLASSES", "load_pcfg", "LAW_CHUNK_CELLS"]
+__all__ = ["PCFG", "NO_EVENTS", "NO_CLASSES", "load_pcfg", "symbol_table", "LAW_CHUNK_CELLS"]
 
 #: the one line every event (hence every intervention) on a PCFG gets
-NO_EVENTS = ("events and interventions on pcfg are not implemented yet (rule and symbol events "
-             "are planned, issue 50): sample and train unconstrained")
+NO_EVENTS = ("a pcfg has symbol:X events only (state and transition events need position "
+             "classes; rule events are sampled from Python: "
+             "cfl_lightning.sampling.pcfg.conditioned)")
 #: the one line for what needs position classes
 NO_CLASSES = ("a pcfg has no position classes (its next-symbol law depends on the whole "
               "prefix): the decomposition by state and transition does not exist for it")
@@ -211,15 +213,32 @@ class PCFG:
 
     # ------------------------------------------------------------------ events
     def event_table(self, event: Any) -> Tensor:
-        """Refused in one line (:data:`NO_EVENTS`)."""
-        raise EventError(f"{event}: {NO_EVENTS}")
+        """``symbol:X``: ``[1, S]`` int64, 1 at ``X`` (one placeholder class, as
+        :meth:`annotate` gives); other kinds refused in one line (:data:`NO_EVENTS`)."""
+        if getattr(event, "kind", None) != "symbol":
+            raise EventError(f"{event}: {NO_EVENTS}")
+        return event.table(self)
 
     def event_location(self, event: Any) -> tuple[str, tuple[int, ...]]:
-        """Refused in one line (:data:`NO_EVENTS`)."""
-        raise EventError(f"{event}: {NO_EVENTS}")
+        """``("symbol", (s,))`` for ``symbol:X`` (the per-symbol KL); others refused."""
+        self.event_table(event)  # validates the kind and the name
+        return "symbol", (self.alphabet.index(event.symbol),)
+
+    def expected_event_count(self, event: Any) -> float:
+        """Expected occurrences of a ``symbol:X`` event per string (from the grammar's
+        expectation matrix: expected uses of each rule times its count of ``X``)."""
+        self.event_table(event)  # validates the kind and the symbol
+        g, x = self.grammar, self.alphabet.index(event.symbol)
+        direct = np.zeros(g.num_nonterminals)  # expected X written by one rewrite of each
+        for rule in g.rules:
+            direct[rule.lhs] += rule.prob * sum(s.terminal and s.index == x for s in rule.rhs)
+        m = g.expectation_matrix()
+        visits = np.linalg.solve(np.eye(len(m)) - m.T, np.eye(len(m))[0])  # expected rewrites
+        return float(visits @ direct)
 
     def expected_occurrences(self) -> dict[str, float]:
-        """Empty: no events yet."""
+        """Empty: occurrences of every event are not tabulated for a grammar (the intervened
+        event's realized count is recorded from the corpus)."""
         return {}
 
     def diagram(self) -> Any:
@@ -239,6 +258,19 @@ def _unsupported(nf: NormalForm, batch: Tensor, chunk: Tensor, n: int) -> CflErr
     return CflError(f"string {k} (length {n}) is outside the grammar's support, or its "
                     "probability underflows float64 even rescaled (very long strings of a "
                     "nearly critical grammar)")
+
+
+def symbol_table(event: Any, pcfg: PCFG) -> Tensor:
+    """``symbol:X`` on a grammar: ``[1, S]`` int64, 1 at ``X`` (the registered table).
+
+    Raises:
+        EventError: an unknown symbol (the event tables' wording).
+    """
+    if event.symbol not in pcfg.alphabet:
+        raise EventError(f"event {event}: unknown symbol {event.symbol!r}")
+    table = torch.zeros(1, pcfg.num_symbols, dtype=torch.long, device=pcfg.device)
+    table[0, pcfg.alphabet.index(event.symbol)] = 1
+    return table
 
 
 def load_pcfg(data: Mapping[str, Any], *, source: str | None = None) -> PCFG:
