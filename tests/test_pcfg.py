@@ -27,23 +27,16 @@ from cfl_lightning.automata.pcfg import (
 )
 from cfl_lightning.errors import GrammarError
 from cfl_lightning.sampling.pcfg import generate_strings
-from tests.pcfg_reference import prefix_and_string_probability, reference_laws
+from tests.pcfg_reference import (
+    BAD,
+    DYCK,
+    EXPR,
+    GRAMMARS,
+    UNITS,
+    prefix_and_string_probability,
+    reference_laws,
+)
 
-#: ambiguous (S S splits a string many ways) and without empty rules
-DYCK = "S -> '(' ')' [0.5] | '(' S ')' [0.3] | S S [0.2]\n"
-#: left recursion, a unit rule (E -> T), a ternary rule with terminals inside, ambiguity of
-#: E + E vs the left-recursive E + T
-EXPR = """# arithmetic expressions, ambiguous
-E -> E '+' T [0.2] | E '+' E [0.1] | T [0.7]
-T -> T '*' F [0.25] | F [0.75]
-F -> '(' E ')' [0.2] | 'x' [0.5] | 'y' [0.3]
-"""
-#: centre embedding with a unit cycle A -> B -> A
-UNITS = """S -> 'a' S 'b' [0.3] | A [0.7]
-A -> B [0.4] | 'c' [0.6]
-B -> A [0.5] | 'd' A [0.5]
-"""
-GRAMMARS = {"dyck": DYCK, "expr": EXPR, "units": UNITS}
 
 
 def _grammar(name: str):
@@ -116,20 +109,6 @@ def test_termination_and_length_closed_forms():
     assert termination_probabilities(g)[0] == pytest.approx(0.4 / 0.6, abs=1e-12)
 
 
-BAD = {
-    "sums": ("S -> 'a' [0.5] | 'b' [0.4]\n", "the rules of S sum to 0.9"),
-    "undefined": ("S -> 'a' X [1.0]\n", "x.pcfg:1: nonterminal X has no rules"),
-    "unproductive": ("S -> 'a' [0.5] | X [0.5]\nX -> 'b' X [1.0]\n",
-                     "x.pcfg:2: nonterminal X derives no finite string"),
-    "no end": ("S -> S S [0.7] | 'a' [0.3]\n", "does not end with probability 1"),
-    "critical": ("S -> S S [0.5] | 'a' [0.5]\n", "expected string length is infinite"),
-    "parse": ("S -> 'a' [0.5]\nS => 'b' [0.5]\n", "x.pcfg:2: cannot read"),
-    "no probability": ("S -> 'a' | 'b' [1.0]\n", "x.pcfg:1: an alternative of S has no prob"),
-    "empty rhs": ("S -> 'a' [0.5] | [0.5]\n", "x.pcfg:1: empty right side for S"),
-    "empty file": ("# nothing\n\n", "x.pcfg: no rules"),
-    "quote": ("S -> 'a [1.0]\n", "x.pcfg:1: cannot read"),
-    "reserved": ("S -> 'EOS' [1.0]\n", "reserved"),
-}
 
 
 @pytest.mark.parametrize("case", sorted(BAD))

@@ -19,8 +19,14 @@ from cfl_lightning.errors import CflError, EventError, PFSAError
 from cfl_lightning.kinds import automaton_kind
 from cfl_lightning.sampling import backend_for
 from tests.helpers import run_cli
-from tests.pcfg_reference import prefix_and_string_probability, reference_laws
-from tests.test_pcfg import BAD, DYCK, EXPR, UNITS
+from tests.pcfg_reference import (
+    BAD,
+    DYCK,
+    EXPR,
+    UNITS,
+    prefix_and_string_probability,
+    reference_laws,
+)
 
 
 @pytest.fixture
