@@ -122,9 +122,11 @@ def test_no_slurm_on_path_is_one_line_exit_2(tmp_path, monkeypatch):
     assert not (tmp_path / "out").exists()
 
 
-def test_no_srun_on_path_is_one_line_exit_2_and_writes_nothing(tmp_path, fake_slurm):
-    """submitit runs each task under ``srun`` and refuses without it: checked before writing."""
+def test_no_srun_on_path_is_one_line_exit_2_and_writes_nothing(tmp_path, fake_slurm, monkeypatch):
+    """submitit runs each task under ``srun`` and refuses without it: checked before writing.
+    PATH holds only the fake tools (a real SLURM, as CI installs, would put srun back)."""
     (fake_slurm / "srun").unlink()
+    monkeypatch.setenv("PATH", str(fake_slurm))
     result = _sweep(tmp_path, "--executor", "slurm")
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
     assert "no `srun` on PATH" in result.stderr
