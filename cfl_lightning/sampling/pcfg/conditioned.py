@@ -31,6 +31,7 @@ import torch
 
 from cfl_lightning.automata.pcfg.grammar import Grammar
 from cfl_lightning.errors import InterventionError
+from cfl_lightning.progress import Progress
 from cfl_lightning.sampling.corpus import Corpus
 from cfl_lightning.sampling.pcfg.count_law import (
     CountSeries,
@@ -41,7 +42,7 @@ from cfl_lightning.sampling.pcfg.count_law import (
 )
 
 __all__ = ["EXACT", "AT_LEAST", "sample_exact", "sample_at_least", "sample_at_least_once",
-           "split_budget", "generate_conditioned"]
+           "split_budget", "generate_conditioned", "generate_corpus"]
 
 EXACT, AT_LEAST = 0, 1  # a budget's mode: count exactly n, or at least n
 
@@ -180,14 +181,16 @@ def generate_conditioned(series: CountSeries, budget: tuple[int, int], rng: np.r
     return count
 
 
-def _corpus(series: CountSeries, budgets: list[tuple[int, int]],
-            rng: np.random.Generator) -> Corpus:
+def generate_corpus(series: CountSeries, budgets: list[tuple[int, int]],
+            rng: np.random.Generator, progress: Progress | None = None) -> Corpus:
     """Generate every string under its budget; the corpus with its per-string counts."""
     tokens: list[int] = []
     offsets, counts = [0], []
     for budget in budgets:
         counts.append(generate_conditioned(series, budget, rng, tokens))
         offsets.append(len(tokens))
+        if progress is not None:
+            progress.update(1)
     return Corpus(torch.tensor(tokens, dtype=torch.long), torch.tensor(offsets, dtype=torch.long),
                   torch.tensor(counts, dtype=torch.long))
 
@@ -220,7 +223,7 @@ def sample_exact(grammar: Grammar, event: str, num_strings: int, count: int, *,
     if powers(num_strings)[0][count] == -math.inf:
         raise InterventionError(f"event {event} cannot occur exactly {count} times in "
                                 f"{num_strings} strings of this grammar (probability 0)")
-    return _corpus(series, split_budget(series, num_strings, EXACT, count, rng, powers), rng)
+    return generate_corpus(series, split_budget(series, num_strings, EXACT, count, rng, powers), rng)
 
 
 def sample_at_least(grammar: Grammar, event: str, num_strings: int, count: int, *,
@@ -237,7 +240,7 @@ def sample_at_least(grammar: Grammar, event: str, num_strings: int, count: int, 
     if powers(num_strings)[1][count] == -math.inf:
         raise InterventionError(f"event {event} cannot occur {count} or more times in "
                                 f"{num_strings} strings of this grammar (probability 0)")
-    return _corpus(series, split_budget(series, num_strings, AT_LEAST, count, rng, powers),
+    return generate_corpus(series, split_budget(series, num_strings, AT_LEAST, count, rng, powers),
                    rng)
 
 
@@ -263,4 +266,4 @@ def sample_at_least_once(grammar: Grammar, event: str, num_strings: int, contain
     rng = np.random.default_rng(seed)
     chosen = set(rng.choice(num_strings, size=containing, replace=False).tolist())
     budgets = [(AT_LEAST, 1) if k in chosen else (EXACT, 0) for k in range(num_strings)]
-    return _corpus(series, budgets, rng)
+    return generate_corpus(series, budgets, rng)

@@ -19,7 +19,7 @@ from cfl_lightning.automata.pcfg.grammar import Grammar
 from cfl_lightning.progress import Progress
 from cfl_lightning.sampling.corpus import Corpus
 from cfl_lightning.sampling.counts import CountLaw
-from cfl_lightning.sampling.pcfg.conditioned import AT_LEAST, EXACT, generate_conditioned
+from cfl_lightning.sampling.pcfg.conditioned import AT_LEAST, EXACT, generate_corpus
 from cfl_lightning.sampling.pcfg.count_law import CountSeries, count_series, event_degrees
 
 __all__ = ["PCFGEventCounts"]
@@ -80,14 +80,5 @@ class PCFGEventCounts:
         seed = int(torch.randint(0, 2**62, (1,), generator=generator, device=generator.device))
         rng = np.random.default_rng(seed)
         mode = AT_LEAST if at_least else EXACT
-        tokens: list[int] = []
-        offsets, counts = [0], []
-        for n in budgets.tolist():
-            counts.append(generate_conditioned(series, (mode, int(n)), rng, tokens))
-            offsets.append(len(tokens))
-            if progress is not None:
-                progress.update(1)
-        corpus = Corpus(torch.tensor(tokens, dtype=torch.long),
-                        torch.tensor(offsets, dtype=torch.long),
-                        torch.tensor(counts, dtype=torch.long))
+        corpus = generate_corpus(series, [(mode, int(n)) for n in budgets.tolist()], rng, progress)
         return corpus.to(generator.device)
