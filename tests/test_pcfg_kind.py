@@ -223,7 +223,7 @@ def test_a_tiny_fit_and_test_run_end_to_end(tmp_path):
     assert metrics["kl_total"] == pytest.approx(metrics["test/kl_per_string"], rel=1e-4)
     assert not any(k.startswith("kl/state/") for k in metrics)
     callback = next(c for c in trainer.callbacks if isinstance(c, DecomposedKLCallback))
-    assert set(callback.test_result) == {"total", "symbol"}
+    assert set(callback.test_result) == {"total", "symbol", "stakes"}
     results = json.loads(writer.written.read_text())
     assert results["automaton"]["kind"] == "pcfg"
     assert results["kl_total"] == pytest.approx(metrics["kl_total"], rel=1e-6)

@@ -13,6 +13,7 @@ the callback warns when fitting starts: nothing is validated, so nothing is moni
 
 from __future__ import annotations
 
+import math
 import warnings
 from typing import Any
 
@@ -33,7 +34,7 @@ from cfl_lightning.kinds import automaton_kind
 from cfl_lightning.losses import as_log_probs
 from cfl_lightning.metrics import (
     EOS_NAME, EPOCH_LOSS_NAMES, KL_ENTRIES, DecomposedKL, EpochLoss, SymbolKL, kl_entries,
-    kl_log_dict, target_values,
+    kl_log_dict, symbol_unweighted, target_values,
 )
 from cfl_lightning.metrics.state_visits import StateVisits
 from cfl_lightning.sampling.visits import target_visits
@@ -70,13 +71,37 @@ def classless_line(kind: str) -> str:
             "it is not available")
 
 
-def classless_entries(result: dict[str, Tensor], automaton: Automaton) -> dict[str, Any]:
-    """The ``results.json`` KL entries of an automaton without position classes: ``kl_total``
-    and ``kl.symbol`` (``{SYM: contribution}``, EOS last); the rest None (unknown)."""
+def classless_entries(
+    result: dict[str, Tensor], automaton: Automaton, event: Event | None = None
+) -> dict[str, Any]:
+    """The ``results.json`` KL entries of an automaton without position classes.
+
+    ``kl_total``; ``kl.symbol`` and ``kl_unweighted.symbol`` (``{SYM: value}``, EOS last; the
+    unweighted value divides by the symbol's exact expected occurrences per string,
+    :func:`~cfl_lightning.metrics.symbol_unweighted`; null where the test strings never put the
+    symbol at stake); ``test_visits.symbol`` (positions where the symbol has ``p > 0``); with a
+    ``symbol:X`` event, ``kl_target``, ``kl_target_unweighted`` (X's entries) and
+    ``target_test_visits``. Per state and per transition: absent.
+    """
     out: dict[str, Any] = dict.fromkeys(KL_ENTRIES)
     names = (*automaton.alphabet, EOS_NAME)
+    stakes = [int(v) for v in result["stakes"]]
+    expected = torch.as_tensor(automaton.expected_symbol_counts(), dtype=torch.float64)
+    unweighted = symbol_unweighted(result["symbol"].to(torch.float64), expected)
+
+    def known(values: Tensor) -> dict[str, float | None]:
+        return {n: (None if k == 0 or math.isnan(v) else float(v))
+                for n, v, k in zip(names, values.tolist(), stakes)}
+
     out["kl_total"] = float(result["total"])
-    out["kl"] = {"symbol": {n: float(v) for n, v in zip(names, result["symbol"])}}
+    out["kl"] = {"symbol": known(result["symbol"])}
+    out["kl_unweighted"] = {"symbol": known(unweighted)}
+    out["test_visits"] = {"symbol": dict(zip(names, stakes))}
+    if event is not None:
+        _, (index,) = automaton.event_location(event)
+        out["target_test_visits"] = stakes[index]
+        out["kl_target"] = out["kl"]["symbol"][names[index]]
+        out["kl_target_unweighted"] = out["kl_unweighted"]["symbol"][names[index]]
     return out
 
 
@@ -363,7 +388,13 @@ class DecomposedKLCallback(pl.Callback):
         result, entries, visits = None, None, None
         if stage in self.metrics and self.classless:
             result = self._classless_values(stage, values)
-            entries = None if stage == "val" else classless_entries(result, self.pfsa)
+            entries = None if stage == "val" else classless_entries(result, self.pfsa, self.event)
+            if stage == "val" and self.event is not None:
+                _, (index,) = self.pfsa.event_location(self.event)
+                if int(result["stakes"][index]) > 0:
+                    values["val/kl_target"] = float(result["symbol"][index])
+            elif entries is not None:
+                _classless_test_values(entries, stage, values)
         elif stage in self.metrics:
             with warnings.catch_warnings():  # a process may have had no batch: fine after sync
                 warnings.filterwarnings("ignore", message=".*before the ``update`` method")
@@ -393,6 +424,19 @@ class DecomposedKLCallback(pl.Callback):
             self.test_entries = entries
             self.test_metrics = values
         return entries
+
+
+def _classless_test_values(entries: dict[str, Any], stage: str, values: dict[str, float]) -> None:
+    """Add a classless test's target and unweighted per-symbol values to the logged ``values``."""
+    prefix = "" if stage == "test" else f"{stage}/"
+    if entries["target_test_visits"] is not None:
+        values[prefix + "target_test_visits"] = float(entries["target_test_visits"])
+    if entries["kl_target"] is not None:
+        values[prefix + "kl_target"] = entries["kl_target"]
+        values[prefix + "kl_target_unweighted"] = entries["kl_target_unweighted"]
+    for name, value in entries["kl_unweighted"]["symbol"].items():
+        if value is not None:
+            values[f"{prefix}kl_unweighted/symbol/{name}"] = value
 
 
 def _test_values(

@@ -17,12 +17,13 @@ from cfl_lightning.metrics.naming import (
 )
 from cfl_lightning.metrics.pfsa_kl import pfsa_kl, pfsa_kl_decomposed
 from cfl_lightning.metrics.state_visits import StateVisits
-from cfl_lightning.metrics.symbol_kl import SymbolKL
+from cfl_lightning.metrics.symbol_kl import SymbolKL, symbol_unweighted
 
 __all__ = [
     "DecomposedKL",
     "StateVisits",
     "SymbolKL",
+    "symbol_unweighted",
     "EpochLoss",
     "EPOCH_LOSS_NAMES",
     "decomposed_kl",

@@ -11,6 +11,12 @@ does: with ``p`` the exact law at a position (a batch's ``target_probs``) and ``
 each ``symbol(s)`` averaged over the strings fed to :meth:`SymbolKL.update` (weighted by their
 ``weights`` when given). ``total`` equals the epoch's ``kl_per_string``
 (:class:`~cfl_lightning.metrics.EpochLoss`) on the same strings.
+
+``symbol(s)`` estimates the same quantity as :class:`~cfl_lightning.metrics.DecomposedKL`'s
+weighted per-symbol contribution (the expected KL per string at the positions' ``s`` entries);
+its unweighted reading divides by the exact expected occurrences of ``s`` per string
+(:func:`symbol_unweighted`), as ``p_pi(s)`` does for an automaton with classes. ``stakes(s)``
+counts the real positions where ``p(s) > 0`` (where ``s`` is at stake: the symbol's test visits).
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ import torch
 from torch import Tensor
 from torchmetrics import Metric
 
-__all__ = ["SymbolKL"]
+__all__ = ["SymbolKL", "symbol_unweighted"]
 
 
 class SymbolKL(Metric):
@@ -32,8 +38,9 @@ class SymbolKL(Metric):
         num_symbols: ``S`` (the laws have ``S + 1`` entries, EOS last).
         kwargs: passed to :class:`torchmetrics.Metric`.
 
-    ``compute()`` returns ``total`` (scalar) and ``symbol`` ``[S + 1]`` (float64, nats per
-    string; NaN without strings; ``+inf`` where the model gives 0 to a symbol the law can emit).
+    ``compute()`` returns ``total`` (scalar), ``symbol`` ``[S + 1]`` (float64, nats per
+    string; NaN without strings; ``+inf`` where the model gives 0 to a symbol the law can emit)
+    and ``stakes`` ``[S + 1]`` (int64: real positions where the law gives the symbol ``p > 0``).
     """
 
     full_state_update = False
@@ -42,12 +49,16 @@ class SymbolKL(Metric):
 
     sums: Tensor
     strings: Tensor
+    stakes: Tensor
 
     def __init__(self, num_symbols: int, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         f64 = torch.float64
         self.add_state("sums", torch.zeros(num_symbols + 1, dtype=f64), dist_reduce_fx="sum")
         self.add_state("strings", torch.zeros((), dtype=f64), dist_reduce_fx="sum")
+        self.add_state(
+            "stakes", torch.zeros(num_symbols + 1, dtype=torch.long), dist_reduce_fx="sum"
+        )
 
     def update(self, log_probs: Tensor, batch: Mapping[str, Tensor]) -> None:
         """Add one batch (``target_probs``, ``mask``, optionally ``weights``)."""
@@ -61,9 +72,25 @@ class SymbolKL(Metric):
             else weights.to(device=p.device, dtype=torch.float64)
         self.sums += (terms.sum(dim=1) * w[:, None]).sum(dim=0).to(self.sums)
         self.strings += w.sum().to(self.strings)
+        self.stakes += ((p > 0) & mask[..., None]).sum(dim=(0, 1)).to(self.stakes)
 
     def compute(self) -> dict[str, Tensor]:
         """``total`` and ``symbol`` per string (see the class docstring)."""
         nan = torch.full_like(self.sums, float("nan"))
         symbol = torch.where(self.strings > 0, self.sums / self.strings.clamp_min(1), nan)
-        return {"total": symbol.sum(), "symbol": symbol}
+        return {"total": symbol.sum(), "symbol": symbol, "stakes": self.stakes.clone()}
+
+
+def symbol_unweighted(symbol: Tensor, expected: Tensor) -> Tensor:
+    """The unweighted per-symbol KL: ``symbol(s) / E[occurrences of s per string]``.
+
+    Args:
+        symbol: ``[S + 1]`` weighted contributions (:class:`SymbolKL`), EOS last.
+        expected: ``[S + 1]`` exact expected occurrences per string (EOS: 1).
+
+    Returns:
+        ``[S + 1]`` float64; NaN where a symbol never occurs (expected 0) or ``symbol`` is NaN.
+    """
+    expected = expected.to(symbol)
+    ok = expected > 0
+    return torch.where(ok, symbol / torch.where(ok, expected, 1.0), float("nan"))

@@ -228,13 +228,25 @@ class PCFG:
         """Expected occurrences of a ``symbol:X`` event per string (from the grammar's
         expectation matrix: expected uses of each rule times its count of ``X``)."""
         self.event_table(event)  # validates the kind and the symbol
-        g, x = self.grammar, self.alphabet.index(event.symbol)
-        direct = np.zeros(g.num_nonterminals)  # expected X written by one rewrite of each
+        return float(self.expected_symbol_counts()[self.alphabet.index(event.symbol)])
+
+    def expected_symbol_counts(self) -> np.ndarray:
+        """``[S + 1]`` float64: expected occurrences of each symbol per string, EOS (last) 1.
+
+        Expected rewrites of each nonterminal (``(I - M^T)^-1 e_start``, ``M`` the expectation
+        matrix) times the expected count of each terminal in one rewrite.
+        """
+        g = self.grammar
+        direct = np.zeros((g.num_nonterminals, self.num_symbols + 1))  # per rewrite of each
         for rule in g.rules:
-            direct[rule.lhs] += rule.prob * sum(s.terminal and s.index == x for s in rule.rhs)
+            for s in rule.rhs:
+                if s.terminal:
+                    direct[rule.lhs, s.index] += rule.prob
         m = g.expectation_matrix()
         visits = np.linalg.solve(np.eye(len(m)) - m.T, np.eye(len(m))[0])  # expected rewrites
-        return float(visits @ direct)
+        out = visits @ direct
+        out[-1] = 1.0
+        return out
 
     def expected_occurrences(self) -> dict[str, float]:
         """Empty: occurrences of every event are not tabulated for a grammar (the intervened

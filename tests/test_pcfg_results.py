@@ -1,0 +1,104 @@
+"""A grammar run's target in ``results.json`` (issue 50 item 5): ``kl_target`` (the per-symbol
+KL of the intervened symbol), ``kl_target_unweighted`` (divided by the symbol's exact expected
+occurrences per string), ``kl_unweighted.symbol``, ``test_visits.symbol`` and
+``target_test_visits`` (positions where the symbol is at stake), so that ``analyze`` reads grammar
+runs as it reads the other kinds'. Checked against closed forms, a Monte-Carlo estimate and the
+batches' own laws.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from cfl_lightning.automata import load_automaton
+from cfl_lightning.metrics import SymbolKL, symbol_unweighted
+from cfl_lightning.sampling import sample_corpus
+from tests.pcfg_reference import DYCK, EXPR
+
+
+def _grammar(tmp_path, text):
+    path = tmp_path / "g.pcfg"
+    path.write_text(text)
+    return load_automaton(path)
+
+
+def test_expected_symbol_counts_closed_form(tmp_path):
+    """Dyck ``S -> ( ) [0.5] | ( S ) [0.3] | S S [0.2]``: expected rewrites of S solve
+    ``E = 1 + 0.7 E`` (``E = 10/3``), each writing one ``(`` with probability 0.8."""
+    g = _grammar(tmp_path, DYCK)
+    np.testing.assert_allclose(g.expected_symbol_counts(), [8 / 3, 8 / 3, 1.0], rtol=1e-12)
+
+
+def test_expected_symbol_counts_match_samples(tmp_path):
+    """The expression grammar (left-recursive, ambiguous): each symbol's mean count over 20,000
+    sampled strings is within 4 standard errors of the exact expectation."""
+    g = _grammar(tmp_path, EXPR)
+    corpus = sample_corpus(g, 20_000, seed=3)
+    counts = np.zeros((20_000, g.num_symbols))
+    for i in range(20_000):
+        counts[i] = np.bincount(corpus.string(i), minlength=g.num_symbols)
+    se = counts.std(0) / np.sqrt(len(counts))
+    exact = g.expected_symbol_counts()
+    assert exact[-1] == 1.0
+    assert np.all(np.abs(counts.mean(0) - exact[:-1]) < 4 * se + 1e-12)
+
+
+def test_symbol_kl_counts_the_positions_at_stake():
+    """``stakes``: real positions whose law gives the symbol ``p > 0``, padding excluded."""
+    metric = SymbolKL(2)
+    p = torch.tensor([[[0.5, 0.5, 0.0], [0.0, 0.2, 0.8], [1.0, 0.0, 0.0]],
+                      [[0.0, 0.0, 1.0], [0.3, 0.3, 0.4], [0.0, 1.0, 0.0]]])
+    mask = torch.tensor([[True, True, True], [True, False, False]])
+    metric.update(torch.full((2, 3, 3), 1 / 3).log(), {"target_probs": p, "mask": mask})
+    assert metric.compute()["stakes"].tolist() == [2, 2, 2]
+
+
+def test_symbol_unweighted_divides_by_the_expected_count():
+    got = symbol_unweighted(torch.tensor([0.4, 0.2, 0.1], dtype=torch.float64),
+                            torch.tensor([2.0, 0.0, 1.0], dtype=torch.float64))
+    assert got[0] == pytest.approx(0.2) and torch.isnan(got[1]) and got[2] == pytest.approx(0.1)
+
+
+def test_a_grammar_run_records_its_target(tmp_path):
+    """Fit and test under ``exact`` on ``symbol:x``: results.json's target entries equal the
+    per-symbol KL of ``x``, its value over x's exact expected count, and the number of test
+    positions where the batches' laws give ``x`` positive probability."""
+    import lightning as L
+
+    from cfl_lightning import PFADataModule
+    from cfl_lightning.callbacks import DecomposedKLCallback, ResultsWriter
+    from cfl_lightning.models import LSTMLanguageModel
+
+    path = tmp_path / "g.pcfg"
+    path.write_text(EXPR)
+    dm = PFADataModule(automaton=str(path), num_strings=60, val_strings=20, test_strings=30,
+                       intervention="exact", event="symbol:x", count=120, seed=2,
+                       cache_dir="none", device="cpu")
+    model = LSTMLanguageModel(num_symbols=dm.num_symbols, hidden_size=8)
+    writer = ResultsWriter(str(tmp_path / "out" / "results.json"))
+    trainer = L.Trainer(max_epochs=1, logger=False, enable_progress_bar=False,
+                        enable_model_summary=False, enable_checkpointing=False,
+                        accelerator="cpu", callbacks=[DecomposedKLCallback(), writer])
+    with pytest.warns(UserWarning, match="no position classes"):
+        trainer.fit(model, datamodule=dm)
+    (metrics,) = trainer.test(model, datamodule=dm, verbose=False)
+    results = json.loads(writer.written.read_text())
+    x = dm.automaton.alphabet.index("x")
+    stake = sum(int(((b["target_probs"][..., x] > 0) & b["mask"].bool()).sum())
+                for b in dm.test_dataloader())
+    exact = dm.automaton.expected_symbol_counts()
+    assert results["target_test_visits"] == stake > 0
+    assert results["test_visits"]["symbol"]["x"] == stake
+    assert results["kl_target"] == pytest.approx(results["kl"]["symbol"]["x"], rel=1e-12)
+    assert results["kl_target"] == pytest.approx(metrics["kl/symbol/x"], rel=1e-6)
+    assert results["kl_target_unweighted"] == pytest.approx(results["kl_target"] / exact[x],
+                                                            rel=1e-9)
+    assert metrics["kl_target_unweighted"] == pytest.approx(results["kl_target_unweighted"],
+                                                            rel=1e-6)
+    for name, value in results["kl_unweighted"]["symbol"].items():
+        i = (*dm.automaton.alphabet, "EOS").index(name)
+        assert value == pytest.approx(results["kl"]["symbol"][name] / exact[i], rel=1e-9)
