@@ -8,6 +8,7 @@ batches' own laws.
 
 from __future__ import annotations
 
+import csv
 import json
 
 import numpy as np
@@ -102,3 +103,65 @@ def test_a_grammar_run_records_its_target(tmp_path):
     for name, value in results["kl_unweighted"]["symbol"].items():
         i = (*dm.automaton.alphabet, "EOS").index(name)
         assert value == pytest.approx(results["kl"]["symbol"][name] / exact[i], rel=1e-9)
+
+
+def test_occurrences_of_every_symbol(tmp_path):
+    """results.json's ``occurrences`` for a grammar: every symbol's total count and strings with
+    one, counted here from the corpus's strings; ``expected_occurrences`` is K times the exact
+    expectation (so ``stratify`` can bin grammar runs)."""
+    from cfl_lightning import PFADataModule
+    from cfl_lightning.data.occurrences import expected_occurrences
+
+    path = tmp_path / "g.pcfg"
+    path.write_text(EXPR)
+    dm = PFADataModule(automaton=str(path), num_strings=80, val_strings=5, test_strings=5,
+                       seed=4, cache_dir="none", device="cpu")
+    dm.setup("fit")
+    corpus, g = dm.corpus("train"), dm.automaton
+    strings = [list(corpus.string(i)) for i in range(len(corpus))]
+    got = dm.occurrences("train")
+    for i, a in enumerate(g.alphabet):
+        assert got["count"][f"symbol:{a}"] == sum(w.count(i) for w in strings)
+        assert got["strings"][f"symbol:{a}"] == sum(i in w for w in strings)
+    assert sum(got["count"].values()) == sum(map(len, strings))
+    exact = g.expected_symbol_counts()
+    for i, (spec, value) in enumerate(expected_occurrences(g, 80).items()):
+        assert spec == f"symbol:{g.alphabet[i]}" and value == pytest.approx(80 * exact[i])
+
+
+def test_stratify_bins_grammar_settings_by_their_realized_count(tmp_path):
+    """``stratify --event symbol:x`` on a correlational grid over a grammar's corpus seeds: each
+    chosen setting's realized count of ``x`` (recounted here from its corpus) lies in its bin."""
+    import yaml
+
+    from cfl_lightning import PFADataModule
+    from tests.helpers import run_cli
+
+    grammar = tmp_path / "g.pcfg"
+    grammar.write_text(EXPR)
+    config = tmp_path / "base.yaml"
+    config.write_text(f"data:\n  automaton: {grammar}\n  num_strings: 40\n  cache_dir: none\n")
+    sweep = tmp_path / "corr.yaml"
+    sweep.write_text(yaml.safe_dump({
+        "name": "g", "method": "grid", "metric": {"name": "kl_total", "goal": "minimize"},
+        "parameters": {"data.seed": {"values": list(range(6))}},
+        "command": ["${env}", "${interpreter}", "-m", "cfl_lightning", "fit", "--config",
+                    str(config), "${args}"],
+    }))
+    out = tmp_path / "strat.yaml"
+    result = run_cli("stratify", sweep, "--event", "symbol:x", "--edges", "0,60,1000",
+                     "--per-bin", "2", "--output", out)
+    assert result.returncode == 0, result.stderr
+    rows = list(csv.DictReader(open(tmp_path / "strat.csv")))
+    assert len(rows) == 6
+    x = 4  # 'x' in the expression grammar's alphabet (+ * ( ) x y)
+    for row in rows:
+        dm = PFADataModule(automaton=str(grammar), num_strings=40, seed=int(row["data.seed"]),
+                           cache_dir="none", val_strings=1, test_strings=1)
+        dm.setup("fit")
+        corpus = dm.corpus("train")
+        count = sum(list(corpus.string(i)).count(x) for i in range(len(corpus)))
+        assert int(row["realized_count"]) == count
+        assert int(row["bin"]) == (0 if count < 60 else 60)
+    chosen = yaml.safe_load(out.read_text())["parameters"]["data.seed"]["values"]
+    assert sorted(chosen) == sorted(int(r["data.seed"]) for r in rows if r["chosen"] == "true")

@@ -32,20 +32,22 @@ def occurrences(automaton: Automaton, tok: TokenizedCorpus) -> dict[str, dict[st
         automaton, in its order: total occurrences, and strings with at least one.
     """
     events = automaton.expected_occurrences()
-    if not events:  # a kind without events (a PCFG): nothing to count
+    if not events:  # a kind without events: nothing to count
         return {"count": {}, "strings": {}}
+    tables = {spec: automaton.event_table(Event.parse(spec)).cpu() for spec in events}
     s = automaton.num_symbols
     moves = tok.targets < s  # positions that emit a symbol (not EOS)
     string_of = torch.repeat_interleave(torch.arange(len(tok)), tok.positions)[moves]
     pairs = tok.states[moves] * s + tok.targets[moves]  # (class, symbol) of every emission
-    width = len(automaton.class_names) * s
+    # the tables' classes (a kind without position classes, a PCFG, has one placeholder class)
+    width = next(iter(tables.values())).shape[0] * s
     totals = torch.bincount(pairs, minlength=width)  # [C * S] emissions per pair
     held = torch.unique(string_of * width + pairs)  # (string, pair) with at least one emission
     held_string, held_pair = held // width, held % width
     count: dict[str, int] = {}
     strings: dict[str, int] = {}
-    for spec in events:
-        table = automaton.event_table(Event.parse(spec)).cpu().reshape(-1)
+    for spec, table in tables.items():
+        table = table.reshape(-1)
         count[spec] = int((totals * table).sum())
         hit = table.take(held_pair) > 0
         strings[spec] = int(torch.unique(held_string[hit]).numel())

@@ -249,9 +249,10 @@ class PCFG:
         return out
 
     def expected_occurrences(self) -> dict[str, float]:
-        """Empty: occurrences of every event are not tabulated for a grammar (the intervened
-        event's realized count is recorded from the corpus)."""
-        return {}
+        """Expected occurrences per string of every ``symbol:X`` event (the only events a
+        grammar has as properties of its strings), keyed by the event's text."""
+        counts = self.expected_symbol_counts()
+        return {f"symbol:{a}": float(v) for a, v in zip(self.alphabet, counts)}
 
     def diagram(self) -> Any:
         """Refused in one line: a grammar is not drawn as a state diagram."""
