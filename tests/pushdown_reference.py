@@ -277,3 +277,13 @@ def two_state_json() -> dict:
     return {"kind": "pushdown", "alphabet": ["a", "b", "c"], "states": ["p", "q"],
             "stack_alphabet": ["X", "Y"], "initial": "p", "final": {"p": 0.5, "q": 0.4},
             "transitions": arcs}  # fmt: skip
+
+
+def pop_event(stack_symbol: str) -> EventFn:
+    """Steps that pop ``stack_symbol`` (the top they pop is the symbol)."""
+    return lambda state, top, sym, action: int(action == ("pop",) and top == stack_symbol)
+
+
+def class_event(cls: str) -> EventFn:
+    """Steps from the class ``state/top`` (``state/-`` on the empty stack)."""
+    return lambda state, top, sym, action: int(f"{state}/{top or '-'}" == cls)

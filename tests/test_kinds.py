@@ -254,56 +254,27 @@ def test_built_in_kinds_keep_their_behaviour():
     assert tuple(INTERVENTIONS) == ("none", "exact", "at_least", "at_least_once")
     assert GENERATOR_REGISTRY.names()[:3] == ("parity", "parity_resampled", "random")
     assert GENERATOR_REGISTRY.names()[3:] == ("dyck", "random_pushdown", "anbn")
-    assert EVENT_KIND_REGISTRY.names() == ("state", "symbol", "transition", "push")
+    assert EVENT_KIND_REGISTRY.names() == ("state", "symbol", "transition", "push", "pop", "class")
     assert str(Event.parse("transition:q:x:y")) == "transition:q:x:y"
     assert Event.parse("transition:q:x:y") == Event("transition", "q", "x:y")
-    forms = "expected state:NAME, symbol:SYM, transition:SOURCE:SYM or push:X"
+    forms = ("expected state:NAME, symbol:SYM, transition:SOURCE:SYM, push:X, pop:X or "
+             "class:STATE/TOP")
     with pytest.raises(EventError, match=forms):
-        Event.parse("pop:X")
+        Event.parse("drop:X")
     assert Event.parse("push:X") == Event("push", stack="X")
     with pytest.raises(EventError, match="^push events need a pushdown automaton$"):
         Event("push", stack="X").function(two_state())
 
 
 def test_an_event_kind_without_a_pfsa_table_is_refused_in_one_line():
-    pop = EventKind("pop", ("stack",), "pops of X", tables={"pushdown": loop_table})
-    with EVENT_KIND_REGISTRY.registered(pop):
-        event = Event.parse("pop:X")
-        assert event == Event("pop", stack="X") and str(event) == "pop:X"
-        with pytest.raises(EventError, match="^pop events need a pushdown automaton$"):
+    drop = EventKind("drop", ("stack",), "drops of X", tables={"pushdown": loop_table})
+    with EVENT_KIND_REGISTRY.registered(drop):
+        event = Event.parse("drop:X")
+        assert event == Event("drop", stack="X") and str(event) == "drop:X"
+        with pytest.raises(EventError, match="^drop events need a pushdown automaton$"):
             event.function(two_state())
         with pytest.raises(EventError, match="no entry in the decomposed KL"):
             event.transition_index(two_state())
-
-
-def pop_table(event: Event, pda) -> torch.Tensor:
-    """A new event kind on pushdown automata: the steps that pop stack symbol ``X``."""
-    from cfl_lightning.automata import POP
-
-    x = pda.stack_alphabet.index(event.stack)
-    table = torch.zeros_like(pda.action)
-    table[:, x, :] = (pda.action[:, x, :] == POP).long()
-    return table.reshape(len(pda.class_names), pda.num_symbols)
-
-
-def test_a_new_event_kind_registered_for_pushdown_automata_is_counted_and_sampled(built):
-    """Every ``X`` pushed is popped before the end: ``pop:X`` occurs as often as ``push:X`` in
-    every string, and in expectation."""
-    from cfl_lightning.sampling import sample_corpus
-
-    dyck = built["dyck"]
-    pop = EventKind("pop", ("stack",), "steps that pop X", tables={"pushdown": pop_table})
-    with EVENT_KIND_REGISTRY.registered(pop):
-        expected = float(expected_event_count(dyck, Event.parse("pop:(")))
-        assert expected == pytest.approx(dyck.expected_occurrences()["push:("], rel=1e-9)
-        corpus = sample_corpus(dyck, 10, seed=2, intervention="exact", event="pop:(", count=7)
-        assert int(corpus.counts.sum()) == 7
-    classes = dyck.annotate(corpus.tokens, corpus.offsets)
-    owner = torch.repeat_interleave(torch.arange(10), corpus.lengths)
-    before = classes[torch.arange(corpus.tokens.numel()) + owner]
-    table = dyck.event_table(Event.parse("push:("))
-    recount = torch.zeros(10, dtype=torch.long).index_add_(0, owner, table[before, corpus.tokens])
-    assert torch.equal(recount, corpus.counts)  # as many pushes of ( as pops, string by string
 
 
 # ---------------------------------------------------------------------------- seen everywhere

@@ -212,6 +212,8 @@ def test_expected_class_visits_against_the_reference(small):
 def _events(pda):
     specs = [f"symbol:{a}" for a in pda.alphabet] + [f"state:{q}" for q in pda.states]
     specs += [f"push:{x}" for x in pda.stack_alphabet]
+    specs += [f"pop:{x}" for x in pda.stack_alphabet]
+    specs += [f"class:{c}" for c in pda.class_names]
     exists = pda.class_transitions()
     specs += [
         f"transition:{c}:{a}"
@@ -227,7 +229,8 @@ def _ref_event(spec):
     if kind == "transition":
         cls, sym = rest.split(":", 1)
         return ref.transition_event(cls, sym)
-    return {"symbol": ref.symbol_event, "state": ref.state_event, "push": ref.push_event}[kind](rest)
+    return {"symbol": ref.symbol_event, "state": ref.state_event, "push": ref.push_event,
+            "pop": ref.pop_event, "class": ref.class_event}[kind](rest)
 
 
 def test_event_tables_count_like_the_reference(small):

@@ -5,7 +5,9 @@ Built in (:data:`EVENT_KIND_REGISTRY`, registration order), with their text form
 * ``state:NAME`` -- every transition leaving state ``NAME``;
 * ``symbol:SYM`` -- every transition emitting ``SYM``;
 * ``transition:SOURCE:SYM`` -- the one transition leaving ``SOURCE`` on ``SYM``;
-* ``push:X`` -- every step that pushes stack symbol ``X`` (a pushdown automaton's nesting).
+* ``push:X`` -- every step that pushes stack symbol ``X`` (a pushdown automaton's nesting);
+* ``pop:X`` -- every step that pops ``X`` (a nesting closed; pushdown);
+* ``class:STATE/TOP`` -- every step from one (state, top of stack) class (pushdown).
 
 An :class:`EventKind` names the fields of an :class:`~cfl_lightning.automata.Event` its text
 carries (``fields``, in text order, the last one read whole so that it may contain ``:``), the
@@ -205,6 +207,26 @@ for _kind in (
         weight="p_π(push X)",
         signed=True,
         title=lambda rest: f"push {rest}",
+    ),
+    EventKind(
+        "pop",
+        ("stack",),
+        "every step that pops stack symbol X: a level of nesting closed (pushdown automata)",
+        tables={"pushdown": "cfl_lightning.automata.pushdown.events:pop_table"},
+        weight="p_π(pop X)",
+        signed=True,
+        title=lambda rest: f"pop {rest}",
+    ),
+    EventKind(
+        "class",
+        ("state",),
+        "every step from one (state, top of stack) class, STATE/- on the empty stack "
+        "(pushdown automata)",
+        tables={"pushdown": "cfl_lightning.automata.pushdown.events:class_table"},
+        placeholders=("STATE/TOP",),
+        quantity="per-class",
+        weight="p_π(c)",
+        title=lambda rest: f"class {rest}",
     ),
 ):
     register_event_kind(_kind)

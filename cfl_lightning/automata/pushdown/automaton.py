@@ -194,7 +194,8 @@ class PushdownAutomaton(AutomatonBasics):
 
     def expected_occurrences(self) -> dict[str, float]:
         """Expected occurrences per string of every built-in event, keyed by its text:
-        ``state:``, ``symbol:``, every existing ``transition:CLASS:SYM``, then ``push:``."""
+        ``state:``, ``symbol:``, every existing ``transition:CLASS:SYM``, then ``push:``,
+        ``pop:`` and ``class:``."""
         flow = self.expected_class_visits()[:, None] * self.class_probs()[:, : self.num_symbols]
         per_state = flow.reshape(self.num_states, self.num_stack + 1, self.num_symbols)
         out = {f"state:{n}": float(v) for n, v in zip(self.states, per_state.sum((1, 2)))}
@@ -207,6 +208,11 @@ class PushdownAutomaton(AutomatonBasics):
         act = self.action.reshape(self.num_classes, self.num_symbols)
         for x, name in enumerate(self.stack_alphabet):
             out[f"push:{name}"] = float(flow[act == x].sum())
+        pops = flow * (act == POP)  # [C, S]: popping steps, each from a class with X on top
+        per_top = pops.reshape(self.num_states, self.num_stack + 1, self.num_symbols).sum((0, 2))
+        for x, name in enumerate(self.stack_alphabet):
+            out[f"pop:{name}"] = float(per_top[x])
+        out.update({f"class:{n}": float(v) for n, v in zip(self.class_names, flow.sum(1))})
         return out
 
     # ------------------------------------------------------------------ validation and JSON

@@ -2,11 +2,18 @@
 
 Kinds: ``symbol:SYM`` (every class), ``state:NAME`` (every class of that state),
 ``transition:CLASS:SYM`` with ``CLASS = STATE/TOP`` or ``STATE/-`` (one step, which must
-exist), and ``push:X`` (every step that pushes stack symbol ``X``: one more level of nesting).
-Each kind's table is a function here, looked up in the registries like a PFSA's
+exist), ``push:X`` (every step that pushes stack symbol ``X``: one more level of nesting),
+``pop:X`` (every step that pops ``X``: a nesting closed) and ``class:STATE/TOP`` (every step
+from one class: the state with ``TOP`` on the stack; it carries the stack, where ``state:NAME``
+pools its tops). Each kind's table is a function here, looked up in the registries like a PFSA's
 (:func:`~cfl_lightning.kinds.automata.event_table_ref`): the ``pushdown`` automaton kind lists the
-first three, the ``push`` event kind brings its own; a kind registered later with a ``pushdown``
-table works the same way.
+first three, the ``push``, ``pop`` and ``class`` event kinds bring their own; a kind registered
+later with a ``pushdown`` table works the same way.
+
+In an automaton that ends only on the empty stack every ``X`` pushed is popped, so a string's
+count of ``pop:X`` equals its count of ``push:X``: interventions on the two draw the same
+corpora; what differs is where the target lives in the decomposed KL (the popping steps, not the
+pushing ones).
 """
 
 from __future__ import annotations
@@ -32,6 +39,8 @@ __all__ = [
     "state_table",
     "transition_table",
     "push_table",
+    "pop_table",
+    "class_table",
 ]
 
 
@@ -77,6 +86,29 @@ def push_table(event: Event, pda: PushdownAutomaton) -> Tensor:
     return (pda.action == stack).long().reshape(pda.num_classes, pda.num_symbols)
 
 
+def pop_table(event: Event, pda: PushdownAutomaton) -> Tensor:
+    """``pop:X``: every step that pops ``X`` (from a class with ``X`` on top). ``[C, S]`` int64."""
+    from cfl_lightning.automata.pushdown.automaton import POP
+
+    stack = _index(pda.stack_alphabet, event.stack, "stack symbol", event)
+    table = _zeros(pda)
+    table[:, stack, :] = (pda.action[:, stack, :] == POP).long()
+    return table.reshape(pda.num_classes, pda.num_symbols)
+
+
+def class_table(event: Event, pda: PushdownAutomaton) -> Tensor:
+    """``class:STATE/TOP``: every step from that class (``STATE/-``: the empty stack).
+    ``[C, S]`` int64 (unmasked)."""
+    if event.state not in pda.class_names:
+        raise EventError(
+            f"event {event}: unknown class {event.state!r} (classes are named STATE/TOP, "
+            "STATE/- on the empty stack)"
+        )
+    table = _zeros(pda).reshape(pda.num_classes, pda.num_symbols)
+    table[pda.class_names.index(event.state)] = 1
+    return table
+
+
 def transition_table(event: Event, pda: PushdownAutomaton) -> Tensor:
     """``transition:CLASS:SYM``: the one step, which must exist. ``[C, S]`` int64."""
     if event.state not in pda.class_names:
@@ -118,9 +150,9 @@ def event_location(pda: PushdownAutomaton, event: Event) -> tuple[str, tuple[int
     """Where ``event`` lives in a decomposed KL result.
 
     Returns:
-        ``("symbol", (s,))``; ``("state", classes of the state)``; ``("transition", flat
-        indices c * (S + 1) + s)``: the one step of ``transition:``, every pushing step of
-        ``push:X``.
+        ``("symbol", (s,))``; ``("state", classes of the state)`` (``class:`` its one class);
+        ``("transition", flat indices c * (S + 1) + s)``: the one step of ``transition:``, every
+        pushing step of ``push:X``, every popping step of ``pop:X``.
 
     Raises:
         EventError: as :func:`event_table`.
@@ -131,5 +163,7 @@ def event_location(pda: PushdownAutomaton, event: Event) -> tuple[str, tuple[int
     if event.kind == "state":
         q, width = pda.states.index(event.state), pda.num_stack + 1
         return "state", tuple(range(q * width, (q + 1) * width))
+    if event.kind == "class":
+        return "state", (pda.class_names.index(event.state),)
     cls, sym = table.nonzero(as_tuple=True)
     return "transition", tuple((cls * (pda.num_symbols + 1) + sym).tolist())

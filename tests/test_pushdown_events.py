@@ -1,0 +1,95 @@
+"""The pushdown automaton's ``pop:X`` and ``class:STATE/TOP`` events (issue 48 item 4: targets
+that carry the stack), against the independent reference (``tests/pushdown_reference.py``): their
+tables' expected counts, their exact count laws, their realized counts in sampled corpora, and
+where they live in the decomposed KL."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from cfl_lightning.automata import PushdownAutomaton
+from cfl_lightning.automata.events import Event
+from cfl_lightning.errors import EventError
+from cfl_lightning.sampling import sample_corpus
+from cfl_lightning.sampling.pushdown.law import ExcursionSeries
+from tests import pushdown_reference as ref
+
+DYCK2 = ref.dyck_json(2, open_probs=[0.3, 0.7])
+TWO = ref.two_state_json()
+CASES = [
+    (DYCK2, "pop:(", ref.pop_event("(")), (DYCK2, "pop:[", ref.pop_event("[")),
+    (DYCK2, "class:q/(", ref.class_event("q/(")), (DYCK2, "class:q/-", ref.class_event("q/-")),
+    (TWO, "pop:Y", ref.pop_event("Y")), (TWO, "class:q/Y", ref.class_event("q/Y")),
+]  # fmt: skip
+
+
+# expected counts and event tables against the reference: tests/test_pushdown_automaton.py's
+# test_expected_occurrences_against_the_reference and test_event_tables_count_like_the_reference
+# (they cover every pop:X and class:STATE/TOP of its small automata)
+
+
+@pytest.mark.parametrize("data,event,predicate", CASES[:3] + CASES[4:5],
+                         ids=[c[1] for c in CASES[:3] + CASES[4:5]])
+def test_count_laws_match_the_enumeration(data, event, predicate):
+    pda = PushdownAutomaton.from_dict(data)
+    enum = ref.enumerate_pda(data, 10, 1e-13)
+    law = ExcursionSeries.of(pda, pda.event_table(Event.parse(event))).log_law(6).exp().numpy()
+    reference = enum.count_law(predicate)
+    got = [reference.get(n, 0.0) for n in range(len(law))]
+    assert all(r - 1e-12 <= p <= r + enum.missing + 1e-12 for p, r in zip(law, got))
+    assert enum.missing < 0.2
+
+
+def test_pops_equal_pushes_per_string_and_the_corpus_holds_the_count():
+    """Every ( pushed is popped before the end: an exact corpus on ``pop:(`` holds N pops, and
+    each string as many pushes of ( as pops of (, recounted by the reference's walk."""
+    pda = PushdownAutomaton.from_dict(DYCK2)
+    corpus = sample_corpus(pda, 40, seed=3, intervention="exact", event="pop:(", count=25)
+    pops, pushes = [], []
+    for i in range(len(corpus)):
+        symbols = [pda.alphabet[t] for t in corpus.string(i)]
+        prob, steps = ref.walk(DYCK2, symbols)
+        assert prob > 0
+        pops.append(sum(ref.pop_event("(")(*s) for s in steps))
+        pushes.append(sum(ref.push_event("(")(*s) for s in steps))
+    assert sum(pops) == 25 and pops == pushes == corpus.counts.tolist()
+
+
+def test_class_counts_in_a_corpus_equal_the_reference_walk():
+    pda = PushdownAutomaton.from_dict(DYCK2)
+    corpus = sample_corpus(pda, 30, seed=4, intervention="exact", event="class:q/[", count=20)
+    counts = []
+    for i in range(len(corpus)):
+        _, steps = ref.walk(DYCK2, [pda.alphabet[t] for t in corpus.string(i)])
+        counts.append(sum(ref.class_event("q/[")(*s) for s in steps))
+    assert sum(counts) == 20 and counts == corpus.counts.tolist()
+
+
+def test_where_they_live_in_the_decomposed_kl():
+    pda = PushdownAutomaton.from_dict(DYCK2)
+    kind, (c,) = pda.event_location(Event.parse("class:q/("))
+    assert kind == "state" and pda.class_names[c] == "q/("
+    kind, places = pda.event_location(Event.parse("pop:("))
+    width = pda.num_symbols + 1
+    named = {(pda.class_names[i // width], pda.alphabet[i % width]) for i in places}
+    assert kind == "transition" and named == {("q/(", ")")}
+
+
+@pytest.mark.parametrize("spec,message", [
+    ("class:q/x", "unknown class 'q/x'"), ("class:q", "unknown class 'q'"),
+    ("pop:Z", "unknown stack symbol 'Z'"),
+])
+def test_unknown_names_are_one_line(spec, message):
+    pda = PushdownAutomaton.from_dict(DYCK2)
+    with pytest.raises(EventError, match=message) as err:
+        pda.event_table(Event.parse(spec))
+    assert "\n" not in str(err.value)
+
+
+def test_a_pfsa_refuses_them_in_one_line():
+    from cfl_lightning import parity_starfree_pfsa
+
+    for spec in ("pop:X", "class:q/X"):
+        with pytest.raises(EventError, match="need a pushdown automaton"):
+            parity_starfree_pfsa().event_table(Event.parse(spec))
