@@ -222,7 +222,7 @@ def arithmetic_pcfg(
     ``x + x + x`` has two derivations, a sum of ``m + 1`` x's has ``Catalan(m)``. Each rewrite
     adds ``2 (plus + times) + paren`` nonterminals in expectation; below 1 the grammar ends with
     probability 1 and its expected length is
-    ``(1 + plus + times + paren) / (1 - 2 (plus + times) - paren)``. A rule of weight 0 is left
+    ``(1 + paren) / (1 - 2 (plus + times) - paren)``. A rule of weight 0 is left
     out (with its terminals).
 
     Raises:
