@@ -100,6 +100,7 @@ RANDOM_CASES = [  # (nonterminals, terminals, rules, options), several seeds eac
     (5, 4, 3, {}),
     (8, 3, 3, {"max_rhs": 2, "max_expected_length": 8.0}),
     (3, 2, 2, {"terminal_prob": 0.5, "concentration": 0.3}),
+    (4, 3, 3, {"terminal_prob": 0.4, "max_expected_length": None}),  # any finite length
 ]
 
 
@@ -109,7 +110,7 @@ def test_random_pcfg_keeps_only_consistent_grammars(n, t, r, opts):
     productive (closures), every nonterminal ending with probability 1 (Kleene iteration), a
     finite expected length (iterated) within the bound and equal to the package's; the shape
     asked for (rules per nonterminal, distinct, no ``A -> A``, weights summing to 1)."""
-    cap = opts.get("max_expected_length", 20.0)
+    cap = opts.get("max_expected_length", 20.0) or math.inf
     for seed in range(8):
         g = random_pcfg(n, t, r, seed, **opts)
         grammar = g.grammar
