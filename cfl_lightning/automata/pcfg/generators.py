@@ -107,11 +107,14 @@ def _acceptable(grammar: Grammar, terminals: int, cap: float) -> bool:
     used = {s.index for r in grammar.rules if r.prob > 0 for s in r.rhs if s.terminal}
     if len(used) < terminals or not reachable(grammar).all():
         return False
+    length = expected_length(grammar)  # cheap, and inf for what does not end: refused first
+    if math.isinf(length) or length > cap:
+        return False
     try:
         check_grammar(grammar)
     except GrammarError:
         return False
-    return expected_length(grammar) <= cap
+    return True
 
 
 def random_pcfg(
@@ -139,6 +142,9 @@ def random_pcfg(
     finite expected length) and its expected length is at most ``max_expected_length`` (None:
     any finite length); otherwise the next draw of the same stream is taken, at most
     ``max_tries`` times, so the result is a deterministic function of the arguments.
+    Reachability is what limits size: a nonterminal appears in about
+    ``rules * (1 - terminal_prob) * (1 + max_rhs) / 2`` right sides, so a draw misses some of
+    ``n`` nonterminals unless that is well above ``log n`` (200 nonterminals: 8 rules, not 4).
     Nonterminals ``S, N1, ...`` (:func:`nonterminal_names`), terminals ``a, b, ...``.
 
     Raises:
@@ -168,8 +174,8 @@ def random_pcfg(
     raise GrammarError(
         f"no random grammar with {n} nonterminals, {t} terminals and {r} rules each that uses "
         f"every terminal, reaches every nonterminal, ends with probability 1 and has a finite "
-        f"expected length{bound} in {tries} tries (seed {seed}): raise --terminal-prob, "
-        "--max-expected-length or --max-tries"
+        f"expected length{bound} in {tries} tries (seed {seed}): raise terminal_prob, "
+        "max_expected_length or max_tries"
     )
 
 
