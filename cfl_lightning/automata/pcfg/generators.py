@@ -102,8 +102,9 @@ def _text(draw: list[tuple[list[_Side], np.ndarray]], terminals: int) -> str:
 
 def _acceptable(grammar: Grammar, terminals: int, cap: float) -> bool:
     """Every terminal written by a rule of positive weight, every nonterminal reachable from the
-    start, :func:`check_grammar` passed (productive, ends with probability 1, finite expected
-    length), expected length at most ``cap``."""
+    start, a finite expected length at most ``cap``, and :func:`check_grammar` passed
+    (productive, ends with probability 1, finite expected length: given the length, a second
+    guard, as the :class:`PCFG` built from it checks again)."""
     used = {s.index for r in grammar.rules if r.prob > 0 for s in r.rhs if s.terminal}
     if len(used) < terminals or not reachable(grammar).all():
         return False
@@ -135,9 +136,9 @@ def random_pcfg(
     with probability ``terminal_prob`` (uniform among ``terminals``) and otherwise a nonterminal
     (uniform among ``nonterminals``, the start included); a right side already drawn for the
     same nonterminal is drawn again, and so is ``A -> A`` (a unit loop only repeats ``A``).
-    The weights of each nonterminal's rules are
-    ``Dirichlet(concentration)``. A draw is kept only if every terminal appears, every
-    nonterminal is reachable from the start, the grammar passes
+    The weights of each nonterminal's rules are ``Dirichlet(concentration)``. A draw is kept
+    only if every terminal appears, every nonterminal is reachable from the start, the grammar
+    passes
     :func:`~cfl_lightning.automata.pcfg.check_grammar` (productive, ends with probability 1,
     finite expected length) and its expected length is at most ``max_expected_length`` (None:
     any finite length); otherwise the next draw of the same stream is taken, at most
