@@ -172,8 +172,7 @@ def test_every_generator_builds_a_registered_kind_that_its_loader_reads(built):
         assert isinstance(automaton, Automaton)
         assert call(automaton_kind(automaton.kind).loader, automaton.to_dict()) == automaton
         assert load_automaton(automaton.to_dict()) == automaton
-    # pcfg: no generator yet (issue 50; its grammars come from files, docs/guide/pcfg.md)
-    assert {a.kind for a in built.values()} == set(AUTOMATON_KINDS.names()) - {"pcfg"}
+    assert {a.kind for a in built.values()} == set(AUTOMATON_KINDS.names())
     with pytest.raises(ModuleNotFoundError):
         resolve("cfl_lightning.nowhere:f")  # the negative control: a bad reference fails
 
@@ -253,7 +252,9 @@ def test_every_intervention_sampler_meets_its_kind(built, name, event):
 def test_built_in_kinds_keep_their_behaviour():
     assert tuple(INTERVENTIONS) == ("none", "exact", "at_least", "at_least_once")
     assert GENERATOR_REGISTRY.names()[:3] == ("parity", "parity_resampled", "random")
-    assert GENERATOR_REGISTRY.names()[3:] == ("dyck", "random_pushdown", "anbn")
+    assert GENERATOR_REGISTRY.names()[3:6] == ("dyck", "random_pushdown", "anbn")
+    assert GENERATOR_REGISTRY.names()[6:] == (
+        "random_pcfg", "dyck_pcfg", "arithmetic", "centre_embedding")
     assert EVENT_KIND_REGISTRY.names() == ("state", "symbol", "transition", "push", "pop", "class")
     assert str(Event.parse("transition:q:x:y")) == "transition:q:x:y"
     assert Event.parse("transition:q:x:y") == Event("transition", "q", "x:y")

@@ -77,9 +77,12 @@ def _load(source: str | os.PathLike | Mapping[str, Any]) -> Diagram:
     """What to draw of the automaton in a file (an automaton of any kind, or a results.json)
     or a dict: its :meth:`~cfl_lightning.automata.Automaton.diagram` (validated)."""
     from cfl_lightning.automata import load_automaton
+    from cfl_lightning.automata.loading import text_form_kind
 
     if isinstance(source, Mapping):
         data, where = dict(source), "automaton"
+    elif text_form_kind(os.fspath(source)) is not None:  # a grammar's g.pcfg: read as one
+        return load_automaton(source).diagram()
     else:
         where = os.fspath(source)
         data = read_json(where, error=CflError)  # one line naming the file, as load_automaton

@@ -7,6 +7,11 @@ per parameter. Examples::
         --topology-seed 0 --weight-seed 0 --output random.json
     python -m cfl_lightning automaton parity --eta 0.3 --output parity.json
     python -m cfl_lightning automaton parity --weight-seed 7 --output parity7.json
+    python -m cfl_lightning automaton random_pcfg --nonterminals 10 --terminals 5 --rules 4 \\
+        --seed 0 --output g.pcfg
+
+A ``*.KIND`` output named after the generated automaton's kind (``g.pcfg``) holds its text form;
+any other name, JSON.
 """
 
 from __future__ import annotations
@@ -32,7 +37,9 @@ _TYPES = {"int": int, "float": float, "seed": seed_type, "probability": probabil
 def build_parser() -> ArgumentParser:
     from cfl_lightning.kinds.generators import GENERATOR_REGISTRY
 
-    parser = ArgumentParser(prog=PROG, description="Generate an automaton JSON file.")
+    parser = ArgumentParser(
+        prog=PROG, description="Generate an automaton file (JSON, or a grammar's .pcfg text)."
+    )
     kinds = parser.add_subparsers(dest="kind", required=True, parser_class=ArgumentParser)
     for entry in GENERATOR_REGISTRY:
         sub = kinds.add_parser(entry.name, help=entry.description, description=entry.description)
@@ -45,6 +52,22 @@ def build_parser() -> ArgumentParser:
             )
         sub.add_argument("--output", required=True, type=path_type)
     return parser
+
+
+def _write(automaton, path: str, name: str) -> None:  # noqa: ANN001 - any registered kind
+    """JSON, or the kind's text form when the suffix names the kind (``g.pcfg``)."""
+    from cfl_lightning.automata.loading import text_form_kind
+    from cfl_lightning.errors import OutputError
+    from cfl_lightning.io import atomic_write_text
+
+    text_kind = text_form_kind(path)
+    if text_kind is None:
+        automaton.to_json(path)
+    elif text_kind == automaton.kind:
+        atomic_write_text(path, automaton.to_text())
+    else:
+        raise OutputError(f"--output {path}: a .{text_kind} file holds a {text_kind}, but "
+                          f"{name} builds a {automaton.kind} (name it .json)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
                     what=f"an automaton with {states:,} states and {symbols:,} symbols",
                 )
         automaton = entry(**params)
-        automaton.to_json(args.output)
+        _write(automaton, args.output, args.kind)
         sys.stderr.write(f"wrote {automaton!r} to {args.output}\n")
         return 0
 

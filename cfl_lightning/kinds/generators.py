@@ -2,10 +2,12 @@
 
 Built in (:data:`GENERATOR_REGISTRY`, registration order): ``parity`` (the paper's Figure 1,
 weights set by ``eta``), ``parity_resampled`` (Figure 1's topology, Dirichlet weights),
-``random`` (the paper's random topology with Dirichlet weights), and the pushdown generators
-``dyck``, ``random_pushdown`` and ``anbn``. In configs the pushdown generators take their seed
-from ``data.weight_seed`` (``dyck``) or ``data.topology_seed`` (``random_pushdown``); their other
-parameters keep their defaults there (write the automaton with ``automaton ...`` and pass
+``random`` (the paper's random topology with Dirichlet weights), the pushdown generators
+``dyck``, ``random_pushdown`` and ``anbn``, and the grammar generators ``random_pcfg``,
+``dyck_pcfg``, ``arithmetic`` and ``centre_embedding``. In configs the pushdown and random
+grammar generators take their seed from ``data.weight_seed`` (``dyck``) or
+``data.topology_seed`` (``random_pushdown``, ``random_pcfg``); their other parameters keep their
+defaults there (write the automaton with ``automaton ...`` and pass
 ``data.automaton=FILE`` to set them).
 
 A :class:`Generator` holds its build function (a callable or a ``"module:function"``
@@ -133,6 +135,7 @@ def register_generator(entry: Generator, *, replace: bool = False) -> None:
 
 _GEN = "cfl_lightning.automata.generators"
 _PDA = "cfl_lightning.automata.pushdown.generators"
+_PCFG = "cfl_lightning.automata.pcfg.generators"
 _WEIGHT_SEED = "seed of the Dirichlet weights"
 for _entry in (
     Generator(
@@ -231,6 +234,61 @@ for _entry in (
         (
             GeneratorParam("p_continue", "probability", 0.5, "probability of one more a"),
             GeneratorParam("min_n", "int", 0, "smallest n (0 or 1)"),
+        ),
+    ),
+    Generator(
+        "random_pcfg",
+        "a random grammar (pcfg): Dirichlet rule weights, redrawn until it ends",
+        f"{_PCFG}:random_pcfg",
+        (
+            GeneratorParam("nonterminals", "int", 5, "number of nonterminals"),
+            GeneratorParam("terminals", "int", 4, "number of terminals"),
+            GeneratorParam("rules", "int", 3, "rules per nonterminal"),
+            GeneratorParam("seed", "seed", 0, "seed of the rules and weights",
+                           setting="topology_seed"),
+            GeneratorParam("max_rhs", "int", 3, "longest right side"),
+            GeneratorParam(
+                "terminal_prob", "probability", 0.6, "probability that a right-side symbol is a "
+                "terminal"
+            ),
+            GeneratorParam("concentration", "float", 1.0, "Dirichlet concentration"),
+            GeneratorParam(
+                "max_expected_length", "float", 20.0, "redraw above this expected length"
+            ),
+            GeneratorParam("max_tries", "int", 1000, "redraws before giving up"),
+        ),
+    ),
+    Generator(
+        "dyck_pcfg",
+        "non-empty Dyck-k words as an unambiguous grammar (pcfg)",
+        f"{_PCFG}:dyck_pcfg",
+        (
+            GeneratorParam("k", "int", 2, "number of bracket types"),
+            GeneratorParam(
+                "nest_prob", "probability", 0.4, "probability that a block holds a word"
+            ),
+            GeneratorParam(
+                "concat_prob", "probability", 0.3, "probability that another block follows"
+            ),
+        ),
+    ),
+    Generator(
+        "arithmetic",
+        "ambiguous arithmetic expressions over x: E + E, E * E, (E) (pcfg)",
+        f"{_PCFG}:arithmetic_pcfg",
+        (
+            GeneratorParam("plus_prob", "probability", 0.2, "weight of E -> E + E"),
+            GeneratorParam("times_prob", "probability", 0.15, "weight of E -> E * E"),
+            GeneratorParam("paren_prob", "probability", 0.1, "weight of E -> ( E )"),
+        ),
+    ),
+    Generator(
+        "centre_embedding",
+        "centre embedding with agreement, n_i ... v_i nested (pcfg)",
+        f"{_PCFG}:centre_embedding_pcfg",
+        (
+            GeneratorParam("pairs", "int", 2, "noun/verb pairs"),
+            GeneratorParam("embed_prob", "probability", 0.5, "probability of one more level"),
         ),
     ),
 ):

@@ -25,7 +25,12 @@ from cfl_lightning.automata.pcfg.checks import check_grammar, expected_length
 from cfl_lightning.automata.pcfg.grammar import Grammar
 from cfl_lightning.automata.pcfg.normal_form import NormalForm, normal_form
 from cfl_lightning.automata.pcfg.prefix import next_symbol_laws
-from cfl_lightning.automata.pcfg.text import grammar_from_dict, grammar_to_dict, parse_grammar
+from cfl_lightning.automata.pcfg.text import (
+    grammar_from_dict,
+    grammar_to_dict,
+    grammar_to_text,
+    parse_grammar,
+)
 from cfl_lightning.errors import CflError, EventError, GrammarError
 from cfl_lightning.io import atomic_write_text
 
@@ -86,6 +91,11 @@ class PCFG:
         """Write the JSON form atomically."""
         atomic_write_text(path, json.dumps(self.to_dict(), indent=2) + "\n")
 
+    def to_text(self) -> str:
+        """The notation (:func:`~cfl_lightning.automata.pcfg.grammar_to_text`): what a
+        ``*.pcfg`` file holds."""
+        return grammar_to_text(self.grammar)
+
     def validate(self) -> None:
         """Raise one :class:`GrammarError` line if the grammar is not usable."""
         check_grammar(self.grammar)
@@ -94,6 +104,11 @@ class PCFG:
         return isinstance(other, PCFG) and self.to_dict() == other.to_dict()
 
     __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        g = self.grammar
+        return (f"PCFG(nonterminals={g.num_nonterminals}, symbols={g.num_symbols}, "
+                f"rules={len(g.rules)}, start={g.nonterminals[0]!r})")
 
     # ------------------------------------------------------------------ basics
     @property
