@@ -165,3 +165,37 @@ def test_stratify_bins_grammar_settings_by_their_realized_count(tmp_path):
         assert int(row["bin"]) == (0 if count < 60 else 60)
     chosen = yaml.safe_load(out.read_text())["parameters"]["data.seed"]["values"]
     assert sorted(chosen) == sorted(int(r["data.seed"]) for r in rows if r["chosen"] == "true")
+
+
+def test_a_corpus_file_of_a_grammar_is_read_and_checked(tmp_path):
+    """``corpus=`` with a grammar: the strings ``sample`` wrote are the training corpus; a file
+    with a string of probability 0 (its prefix impossible, or its end) is refused in one line
+    naming the line, checked against the reference's string probability."""
+    from cfl_lightning import PFADataModule
+    from cfl_lightning.data.corpus_file import CorpusFileError
+    from tests.helpers import run_cli
+    from tests.pcfg_reference import prefix_and_string_probability
+
+    grammar = tmp_path / "g.pcfg"
+    grammar.write_text(EXPR)
+    out = tmp_path / "c.jsonl"
+    assert run_cli("sample", "--automaton", grammar, "--num-strings", 20, "--seed", 1,
+                   "--output", out).returncode == 0
+    dm = PFADataModule(automaton=str(grammar), corpus=str(out), num_strings=20,
+                       val_strings=2, test_strings=2, cache_dir="none")
+    dm.setup("fit")
+    written = [json.loads(line)["symbols"] for line in out.read_text().splitlines()]
+    g = dm.automaton
+    corpus = dm.corpus("train")
+    assert [[g.alphabet[t] for t in corpus.string(i)] for i in range(20)] == written
+    for bad in (["x", "+", ")"], ["x", "+"], ["(", "x"]):
+        ids = tuple(g.alphabet.index(c) for c in bad)
+        assert prefix_and_string_probability(g.grammar, ids)[1] == 0.0  # the reference agrees
+        path = tmp_path / "bad.jsonl"
+        lines = [{"symbols": ["x"]}, {"symbols": ["y"]}, {"symbols": bad}]
+        path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+        with pytest.raises(CorpusFileError, match=r"bad\.jsonl: line 3: the string is outside"
+                           ) as err:
+            PFADataModule(automaton=str(grammar), corpus=str(path), num_strings=3,
+                          val_strings=2, test_strings=2, cache_dir="none")
+        assert "\n" not in str(err.value)

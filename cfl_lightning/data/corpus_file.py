@@ -31,6 +31,7 @@ from cfl_lightning.automata import Automaton
 from cfl_lightning.data.settings import DataSettings
 from cfl_lightning.data.tokens import TokenIds
 from cfl_lightning.errors import CflError, SupportError
+from cfl_lightning.kinds import automaton_kind
 from cfl_lightning.sampling import Corpus, Intervention
 
 __all__ = [
@@ -122,18 +123,48 @@ def _flat(corpus: Corpus) -> tuple[torch.Tensor, torch.Tensor]:
     return corpus.tokens, corpus.offsets
 
 
+def _position_laws(automaton: Automaton, corpus: Corpus) -> Optional[Tensor]:
+    """The laws at every position (``[L + K, S + 1]``) of a kind without position classes, or
+    None where a string has a prefix of probability 0 (the laws refuse it)."""
+    try:
+        return automaton.position_laws(corpus.tokens, corpus.offsets)
+    except CflError:
+        return None
+
+
+def _first_refused(automaton: Automaton, corpus: Corpus) -> tuple[int, int]:
+    """``(string, -1)``: the first string (by bisection) whose laws a kind without position
+    classes refuses (a prefix of probability 0, or an end of probability 0: the laws do not say
+    which, so the position is left unknown, -1)."""
+    low, high = 0, len(corpus)  # the laws of the first ``low`` strings exist, of ``high`` not
+    while high - low > 1:
+        mid = (low + high) // 2
+        if _position_laws(automaton, _head(corpus, mid)) is None:
+            high = mid
+        else:
+            low = mid
+    return low, -1
+
+
 def _first_improbable(automaton: Automaton, corpus: Corpus) -> Optional[tuple[int, int]]:
     """``(string, position)`` of the first step (or end) of probability 0 in a corpus that
-    ``annotate`` walks (a listed transition of weight 0, an end where the final weight is 0)."""
+    ``annotate`` walks (a listed transition of weight 0, an end where the final weight is 0; for
+    a kind without position classes, a symbol or end of probability 0 under the exact laws)."""
     if len(corpus) == 0:
         return None
-    classes = automaton.annotate(corpus.tokens, corpus.offsets)
+    if automaton_kind(automaton.kind).position_classes:
+        classes = automaton.annotate(corpus.tokens, corpus.offsets)
+        laws = automaton.class_probs()[classes]  # [L + K, S + 1]: each position's law
+    else:
+        laws = _position_laws(automaton, corpus)
+        if laws is None:
+            return _first_refused(automaton, corpus)
     lengths = corpus.lengths
     owner = torch.repeat_interleave(torch.arange(len(corpus)), lengths)
-    at = torch.arange(corpus.tokens.numel()) + owner  # each symbol's position in ``classes``
-    targets = torch.full_like(classes, TokenIds(automaton.num_symbols).eos)
+    at = torch.arange(corpus.tokens.numel()) + owner  # each symbol's position in ``laws``
+    targets = torch.full((laws.shape[0],), TokenIds(automaton.num_symbols).eos, dtype=torch.long)
     targets[at] = corpus.tokens
-    bad = torch.nonzero(automaton.class_probs()[classes, targets] <= 0).flatten()
+    bad = torch.nonzero(laws[torch.arange(laws.shape[0]), targets] <= 0).flatten()
     if bad.numel() == 0:
         return None
     first = int(bad[0])
@@ -152,7 +183,8 @@ def support_problem(automaton: Automaton, corpus: Corpus) -> Optional[tuple[int,
     Returns:
         ``(string, position)``: the first string (by index) of probability 0, and the first
         position where its probability becomes 0 (a symbol's index, or its length: it cannot
-        end there). None when every string has positive probability.
+        end there; -1 for a kind without position classes, whose laws do not say where). None
+        when every string has positive probability.
     """
     walk = _first_unwalkable(automaton, corpus)
     walkable = len(corpus) if walk is None else walk[0]
@@ -183,6 +215,11 @@ def read_corpus(path: str | os.PathLike, automaton: Automaton) -> Corpus:
     if problem is not None:
         k, i = problem
         string = strings[k]
+        if i < 0:  # a kind without position classes: the string, not the place
+            raise CorpusFileError(
+                f"{path}: line {lines[k]}: the string is outside the automaton's support: it "
+                "has probability 0 under data.automaton"
+            )
         what = (
             f"symbol #{i} ({automaton.alphabet[string[i]]!r})" if i < len(string)
             else f"its end (after {len(string)} symbols)"
