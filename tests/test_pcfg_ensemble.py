@@ -8,6 +8,7 @@ cell reads, recomputed from that string alone.
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -27,7 +28,9 @@ from tests.pcfg_reference import EXPR
 BASE = """seed_everything: 0
 trainer:
   max_epochs: 2
-  logger: false
+  logger:
+    - class_path: lightning.pytorch.loggers.CSVLogger
+      init_args: {save_dir: ., name: csv}
   enable_progress_bar: false
 model:
   class_path: cfl_lightning.models.LSTMLanguageModel
@@ -103,6 +106,20 @@ def test_grammar_members_write_the_results_their_own_fit_writes(engine, tmp_path
         assert b["best_val_loss"] == pytest.approx(a["best_val_loss"], rel=1e-5)
         for group in ("kl", "kl_unweighted"):
             assert b[group]["symbol"] == pytest.approx(a[group]["symbol"], rel=1e-3, abs=1e-7)
+        # each epoch's validation values in the member's own CSV log: its plain fit's
+        plain_val, ens_val = _val_rows(plain.parent), _val_rows(ens.parent)
+        assert len(ens_val) == len(plain_val) == a["epochs"]
+        for key in ("val/kl_per_string", "val/kl_total", "val/kl_target"):
+            assert [row[key] for row in ens_val] == pytest.approx(
+                [row[key] for row in plain_val], rel=1e-4), key
+
+
+def _val_rows(log_dir: Path) -> list[dict[str, float]]:
+    """The rows of a CSV log's ``metrics.csv`` with validation values (floats)."""
+    with open(log_dir / "metrics.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    return [{k: float(v) for k, v in row.items() if v not in ("", None)}
+            for row in rows if row.get("val/kl_total")]
 
 
 def _slots(batch, m: int) -> list[tuple[int, int, int]]:
