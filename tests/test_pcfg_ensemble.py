@@ -70,6 +70,7 @@ def _args(tmp_path: Path, grammar: Path, root: Path, seed: int, event: str) -> l
             f"--trainer.default_root_dir={root}"]
 
 
+@pytest.mark.slow  # two plain fits and an ensemble job (about 3 s)
 @pytest.mark.parametrize("engine", ["stacked", "loop"])
 def test_grammar_members_write_the_results_their_own_fit_writes(engine, tmp_path):
     """``run_job`` (the process ``sweep --ensemble`` starts) vs ``fit`` on the same arguments:
@@ -228,3 +229,26 @@ def test_an_ensemble_does_not_mix_kinds_with_and_without_classes(tmp_path):
     assert isinstance(member_kl([pcfg, pcfg]), MemberSymbolKL)
     with pytest.raises(NotEnsembleable, match="position classes"):
         member_kl([pcfg, parity_starfree_pfsa(0.3)])
+
+
+def test_a_grammar_data_module_needs_no_class_table(tmp_path):
+    """What an ensemble reads from a grammar's data module (``CLASSLESS_DATA``): everything but
+    ``target_table``, which a grammar does not have; anything else missing is still refused."""
+    import types
+
+    from cfl_lightning.callbacks.requirements import RESULTS_ATTRIBUTES
+    from cfl_lightning.ensemble import check_member_data
+    from cfl_lightning.ensemble.requirements import CLASSLESS_DATA, ENSEMBLE_DATA
+
+    assert set(ENSEMBLE_DATA) - set(CLASSLESS_DATA) == {"target_table"}
+    dm = _dm(_grammar(tmp_path), 0)
+
+    def without(missing: str) -> types.SimpleNamespace:
+        fake = types.SimpleNamespace(**{n: getattr(dm, n) for n in
+                                        {*CLASSLESS_DATA, *RESULTS_ATTRIBUTES} - {missing}})
+        fake.hparams = dict(dm.hparams)
+        return fake
+
+    check_member_data(without("nothing"))
+    with pytest.raises(NotEnsembleable, match="tokenized"):
+        check_member_data(without("tokenized"))

@@ -16,7 +16,9 @@ A plain ``lightning.Trainer`` trains it; every member gets what its own sequenti
   module state, checkpointed). A stopped member is masked, not removed (fixed shapes); when
   every member has stopped, ``trainer.should_stop`` ends the fit;
 * at test, its best weights' decomposed KL and state visits on its own test strings, all
-  members accumulated at once (:class:`~cfl_lightning.ensemble.metrics.MemberDecomposedKL`).
+  members accumulated at once (:class:`~cfl_lightning.ensemble.metrics.MemberDecomposedKL`); for
+  automata without position classes (a PCFG), its per-symbol KL
+  (:class:`~cfl_lightning.ensemble.metrics.MemberSymbolKL`, the callback's ``SymbolKL``).
 
 Lightning supplies the loop, ``max_epochs``, checkpointing and resume (``trainer.fit(...,
 ckpt_path=...)``; every piece of training state is module, optimizer or loop state), loggers and
@@ -234,8 +236,9 @@ class EnsembleLanguageModel(pl.LightningModule):
         self.member_log: Any = None
         #: ``(ids, losses)`` of every step (with ``record_steps``)
         self.step_log: list[tuple[np.ndarray, Tensor]] = []
-        #: per member, ``(DecomposedKL result, [Q] state visits)`` of the last test, or
-        #: ``(None, None)`` without test strings
+        #: per member, ``(DecomposedKL result, [Q] state visits)`` of the last test
+        #: (``(SymbolKL result, None)`` without position classes), or ``(None, None)`` without
+        #: test strings
         self.test_results: list[tuple[dict[str, Tensor] | None, Tensor | None]] = []
 
     @property
