@@ -178,8 +178,7 @@ class EnsembleLanguageModel(pl.LightningModule):
         check_ensembleable(first)
         for datamodule in datamodules:
             check_member_data(datamodule)
-        #: the members' automata have no position classes (a PCFG): :class:`MemberSymbolKL`
-        self.classless = classless_members([dm.automaton for dm in datamodules])
+        self.classless = classless_members([dm.automaton for dm in datamodules])  # no classes
         for model in models[1:]:
             if type(model) is not type(first) or any(
                 model.hparams.get(k) != first.hparams.get(k) for k in _SHARED

@@ -3,8 +3,9 @@
 :func:`write_member_results` computes the member's test KL entries once
 (:func:`member_entries`: :func:`~cfl_lightning.metrics.kl_entries`, or
 :func:`~cfl_lightning.callbacks.decomposed_kl.classless_entries` for an automaton without
-position classes, as the ``DecomposedKLCallback`` of its own ``fit`` does) and writes them with :func:`~cfl_lightning.callbacks.build_results` +
-:func:`~cfl_lightning.results.write_results` (atomic), with the member's best weights, its data
+position classes, as the ``DecomposedKLCallback`` of its own ``fit`` does) and writes them
+with :func:`~cfl_lightning.callbacks.build_results` + :func:`~cfl_lightning.results.write_results`
+(atomic), with the member's best weights, its data
 module and its run's full config, at the path its own ``ResultsWriter`` would use.
 ``train_time_s`` is the ensemble's training wall time until the member's last epoch. Whether a
 member counts as done is the results-file rule (:func:`cfl_lightning.results.has_results`).
