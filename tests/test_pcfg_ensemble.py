@@ -252,3 +252,26 @@ def test_a_grammar_data_module_needs_no_class_table(tmp_path):
     check_member_data(without("nothing"))
     with pytest.raises(NotEnsembleable, match="tokenized"):
         check_member_data(without("tokenized"))
+
+
+@pytest.mark.slow  # two one-member ensembles
+def test_a_job_trains_grammar_and_automaton_points_in_separate_ensembles(tmp_path, capfd):
+    """A job given a grammar point and an automaton point of the same alphabet size (same model
+    shapes) trains them as two ensembles, not one that is refused and retried member by member."""
+    from cfl_lightning.cli.ensemble_job import run_job
+
+    grammar = tmp_path / "ab.pcfg"
+    grammar.write_text("S -> 'a' S 'b' [0.4] | 'a' 'b' [0.4] | 'b' [0.2]\n")
+    config = tmp_path / "base.yaml"
+    config.write_text(BASE.replace("max_epochs: 2", "max_epochs: 1"))
+    common = ["--config", str(config), "--data.intervention=none"]
+    status = run_job([
+        ("g", [*common, f"--data.automaton={grammar}", f"--trainer.default_root_dir={tmp_path}/g"]),
+        ("p", [*common, "--data.generator=parity", f"--trainer.default_root_dir={tmp_path}/p"]),
+    ], device="cpu")
+    assert status == {"g": None, "p": None}
+    assert "one by one" not in capfd.readouterr().err
+    (g,) = (tmp_path / "g").rglob("results.json")
+    (p,) = (tmp_path / "p").rglob("results.json")
+    assert "state" not in json.loads(g.read_text())["kl"]
+    assert "state" in json.loads(p.read_text())["kl"]
