@@ -217,6 +217,7 @@ def run_job(
         stream: where the ``done``/``FAILED`` lines go (default: stdout). Everything else
             printed while training goes to stderr.
     """
+    from cfl_lightning.callbacks.decomposed_kl import has_position_classes
     from cfl_lightning.ensemble.job import default_checkpoint, reason, train_group
     from cfl_lightning.ensemble.settings import NotEnsembleable, ensemble_key
     from cfl_lightning.results import done_in_any_version
@@ -253,7 +254,10 @@ def run_job(
                 out.flush()
                 alone.append((name, args))
             else:
-                key = ensemble_key(member.model, settings)
+                # kinds with and without position classes are tested differently: not together
+                automaton = getattr(member.datamodule, "automaton", None)
+                classes = automaton is None or has_position_classes(automaton.kind)
+                key = (ensemble_key(member.model, settings), classes)
                 groups.setdefault(key, (settings, []))[1].append(member)
         for k, (settings, group) in enumerate(groups.values()):
             checkpoint = None

@@ -27,7 +27,7 @@ from cfl_lightning.data.batching import BatchOrderSampler, derive_seed
 from cfl_lightning.ensemble.packing import PackedCorpora
 from cfl_lightning.ensemble.ticks import by_width, lockstep
 
-__all__ = ["EnsembleData", "Ticks", "PACINGS", "EVAL_CELLS", "eval_batches"]
+__all__ = ["EnsembleData", "Ticks", "PACINGS", "EVAL_CELLS", "eval_batches", "member_table"]
 
 PACINGS = ("width", "lockstep")
 
@@ -62,6 +62,16 @@ def eval_batches(
     if group:
         out.append(torch.cat(group))
     return out
+
+
+def member_table(datamodule: Any, split: str) -> torch.Tensor | None:
+    """The class table a member's batches of ``split`` index (``[C, S+1]``: its
+    ``target_table``), or None when its corpus carries the law of every position
+    (``tokenized(split).target_probs``: an automaton without position classes, a PCFG), as the
+    data module's own loaders decide."""
+    if getattr(datamodule.tokenized(split), "target_probs", None) is not None:
+        return None
+    return datamodule.target_table
 
 
 class Ticks:
@@ -127,7 +137,7 @@ class EnsembleData:
             self._packed[key] = PackedCorpora(
                 [dm.tokenized(split) for dm in dms],
                 [self.batches(split, m) for m in range(len(dms))],
-                [dm.target_table for dm in dms],
+                [member_table(dm, split) for dm in dms],
                 dms[0].pad_id,
                 device=device,
                 weights=[dm.test_weights() for dm in dms] if split == "test" else None,

@@ -35,7 +35,7 @@ import torch
 from torch import Tensor
 
 from cfl_lightning.data.batching import collate
-from cfl_lightning.ensemble.data import EnsembleData
+from cfl_lightning.ensemble.data import EnsembleData, member_table
 from cfl_lightning.ensemble.optim import StackedAdam, clip_rows_
 from cfl_lightning.ensemble.stacking import ParameterLayout
 from cfl_lightning.ensemble.step import TrainStep, epoch_sums
@@ -59,6 +59,8 @@ class EvalBatch:
         weights: ``[M', R, L]`` string weights, or None (all 1).
         strings: ``[M']`` strings of each member in this tick.
         target_ids: ``[M', R, L]`` next symbols.
+        starts: ``[M', R, L]`` bool, True at each string's first position (weighted string
+            counts: :class:`~cfl_lightning.ensemble.metrics.MemberSymbolKL`), or None.
     """
 
     members: Tensor
@@ -69,6 +71,7 @@ class EvalBatch:
     weights: Tensor | None
     strings: Tensor
     target_ids: Tensor
+    starts: Tensor | None = None
 
     def epoch_sums(self) -> Tensor:
         """``[4, M']`` float64 :func:`~cfl_lightning.ensemble.step.epoch_sums` (unweighted)."""
@@ -144,7 +147,8 @@ class StackedEngine:
             self.layout.views(params), batch.input_ids, batch.position, batch.slot, False
         )
         yield EvalBatch(members, log_probs, batch.target_probs, batch.states, batch.mask,
-                        batch.weights, batch.strings, batch.target_ids)
+                        batch.weights, batch.strings, batch.target_ids,
+                        batch.mask & (batch.position == 0))
 
 
 class LoopEngine:
@@ -182,7 +186,7 @@ class LoopEngine:
         if split not in self._batches:
             out = []
             for k, dm in enumerate(self.data.datamodules):
-                corpus, probs = dm.tokenized(split), dm.target_table
+                corpus, probs = dm.tokenized(split), member_table(dm, split)
                 weights = dm.test_weights() if split == "test" else None
                 batches = []
                 for index in self.data.batches(split, k):
@@ -288,13 +292,17 @@ class LoopEngine:
             batch = self._batch(split, int(m), int(ids[m]))
             log_probs = torch.log_softmax(self._log_probs(params[m], batch["input_ids"]), dim=-1)
             weights = batch.get("weights")
+            mask = batch["mask"].bool()
+            starts = torch.zeros_like(mask)
+            starts[:, :1] = mask[:, :1]
             yield EvalBatch(
                 members=torch.tensor([int(m)], device=self.device),
                 log_probs=log_probs[None],
                 target_probs=batch["target_probs"][None],
                 states=batch["states"][None],
-                mask=batch["mask"].bool()[None],
+                mask=mask[None],
                 weights=None if weights is None else weights[:, None].expand_as(batch["mask"])[None],
                 strings=torch.tensor([batch["mask"].shape[0]], device=self.device),
                 target_ids=batch["target_ids"][None],
+                starts=starts[None],
             )

@@ -9,6 +9,12 @@ member's slice of the sums goes through the same reduction as
 :class:`~cfl_lightning.metrics.DecomposedKL`'s (``_decomposed_kl_compute``). The statistics are
 sums over positions, so the result is the member's own ``DecomposedKL`` on its own batches up to
 the order of floating-point additions.
+
+Automata without position classes (a PCFG) have no such decomposition: their members'
+evaluation is :class:`MemberSymbolKL`, each member's :class:`~cfl_lightning.metrics.SymbolKL`
+(the same per-position rule, :func:`~cfl_lightning.metrics.symbol_kl.symbol_terms`, on the
+packed exact laws). :func:`member_kl` picks the metric of an ensemble's automata and
+:func:`update_member_kl` feeds it one evaluation batch.
 """
 
 from __future__ import annotations
@@ -20,10 +26,15 @@ from torch import Tensor
 from torchmetrics import Metric
 
 from cfl_lightning.automata import Automaton, class_tables
+from cfl_lightning.callbacks.decomposed_kl import has_position_classes
+from cfl_lightning.ensemble.settings import NotEnsembleable
 from cfl_lightning.metrics.functional import _decomposed_kl_compute, _decomposed_kl_update
+from cfl_lightning.metrics.symbol_kl import symbol_result, symbol_terms
 from cfl_lightning.sampling.visits import position_counts
 
-__all__ = ["MemberDecomposedKL"]
+__all__ = [
+    "MemberDecomposedKL", "MemberSymbolKL", "member_kl", "update_member_kl", "classless_members",
+]
 
 
 class MemberDecomposedKL(Metric):
@@ -131,3 +142,127 @@ class MemberDecomposedKL(Metric):
             )
             out.append((result, self.visits[part].clone()))
         return out
+
+
+class MemberSymbolKL(Metric):
+    """Every member's :class:`~cfl_lightning.metrics.SymbolKL`, accumulated in one update per batch.
+
+    For automata without position classes (a PCFG): the batches' ``target_probs`` are the exact
+    law of every position. Per member ``m``, ``sums[m]`` and ``stakes[m]`` add up
+    :func:`~cfl_lightning.metrics.symbol_kl.symbol_terms` over its real positions (times its
+    string's weight) and ``strings[m]`` its (weighted) strings, as ``SymbolKL`` does on the
+    member's own batches (the same values up to the order of floating-point additions).
+
+    Args:
+        automata: member ``m``'s automaton (all with the same alphabet size).
+        kwargs: passed to :class:`torchmetrics.Metric`.
+    """
+
+    full_state_update = False
+    is_differentiable = False
+    higher_is_better = False
+
+    sums: Tensor
+    strings: Tensor
+    stakes: Tensor
+
+    def __init__(self, automata: list[Automaton], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        widths = {int(a.num_symbols) for a in automata}
+        if len(widths) != 1:
+            raise ValueError(f"members' automata differ in alphabet size: {sorted(widths)}")
+        members, width = len(automata), widths.pop() + 1
+        f64 = torch.float64
+        self.add_state("sums", torch.zeros(members, width, dtype=f64), dist_reduce_fx="sum")
+        self.add_state("strings", torch.zeros(members, dtype=f64), dist_reduce_fx="sum")
+        self.add_state(
+            "stakes", torch.zeros(members, width, dtype=torch.long), dist_reduce_fx="sum"
+        )
+
+    def update(
+        self,
+        log_probs: Tensor,
+        target_probs: Tensor,
+        mask: Tensor,
+        strings: Tensor,
+        weights: Tensor | None = None,
+        starts: Tensor | None = None,
+        members: Tensor | None = None,
+    ) -> None:
+        """Accumulate one packed batch.
+
+        Args:
+            log_probs: ``[M', R, L, |S|+1]`` log-probabilities of members ``members``.
+            target_probs: ``[M', R, L, |S|+1]`` the exact next-symbol laws.
+            mask: ``[M', R, L]`` bool, True on real positions.
+            strings: ``[M']`` strings of each member in the batch (counted when unweighted).
+            weights: optional ``[M', R, L]`` weight of each cell's string (default 1).
+            starts: ``[M', R, L]`` bool, True at each string's first position (needed with
+                ``weights``: the weighted string count).
+            members: ``[M']`` int64 the members of the rows (default: all, in order).
+        """
+        m = log_probs.shape[0]
+        if members is None:
+            if m != self.sums.shape[0]:
+                raise ValueError(f"log_probs has {m} members, the metric {self.sums.shape[0]}")
+            members = torch.arange(m, device=log_probs.device)
+        members = members.to(self.sums.device)
+        terms, stakes = symbol_terms(log_probs, target_probs, mask.bool())
+        if weights is None:
+            count = strings.to(torch.float64)
+        else:
+            if starts is None:
+                raise ValueError("weighted batches need starts (each string's first position)")
+            w = weights.to(torch.float64)
+            terms = terms * w[..., None]
+            count = (w * starts).sum(dim=(1, 2))
+        self.sums.index_add_(0, members, terms.sum(dim=(1, 2)).to(self.sums))
+        self.strings.index_add_(0, members, count.to(self.strings))
+        self.stakes.index_add_(0, members, stakes.sum(dim=(1, 2)).to(self.stakes))
+
+    def compute(self) -> list[tuple[dict[str, Tensor], None]]:
+        """Per member, ``(SymbolKL.compute() of its positions, None)`` (no state visits)."""
+        return [
+            (symbol_result(self.sums[m], self.strings[m], self.stakes[m]), None)
+            for m in range(self.sums.shape[0])
+        ]
+
+
+def classless_members(automata: list[Automaton]) -> bool:
+    """Whether the members' automata have no position classes (a PCFG's kind).
+
+    Raises:
+        NotEnsembleable: the members mix kinds with and without (their results are not of one
+            form).
+    """
+    classless = [not has_position_classes(a.kind) for a in automata]
+    if any(classless) and not all(classless):
+        raise NotEnsembleable(
+            "an ensemble's members must all have position classes or all lack them (kinds "
+            f"{sorted({a.kind for a in automata})})"
+        )
+    return bool(classless) and all(classless)
+
+
+def member_kl(automata: list[Automaton]) -> MemberDecomposedKL | MemberSymbolKL:
+    """The members' evaluation metric: :class:`MemberDecomposedKL` for automata with position
+    classes, :class:`MemberSymbolKL` for automata without (a PCFG).
+
+    Raises:
+        NotEnsembleable: the members mix both (:func:`classless_members`).
+    """
+    if classless_members(automata):
+        return MemberSymbolKL(automata)
+    return MemberDecomposedKL(automata)
+
+
+def update_member_kl(metric: MemberDecomposedKL | MemberSymbolKL, out: Any,
+                     weighted: bool = True) -> None:
+    """Add one :class:`~cfl_lightning.ensemble.engines.EvalBatch` ``out`` to ``metric``
+    (``weighted``: with its string weights, as a test does; validation has none)."""
+    weights = out.weights if weighted else None
+    if isinstance(metric, MemberSymbolKL):
+        metric.update(out.log_probs, out.target_probs, out.mask, out.strings, weights,
+                      out.starts, out.members)
+    else:
+        metric.update(out.log_probs, out.states, out.mask, weights, out.members)

@@ -16,7 +16,9 @@ A plain ``lightning.Trainer`` trains it; every member gets what its own sequenti
   module state, checkpointed). A stopped member is masked, not removed (fixed shapes); when
   every member has stopped, ``trainer.should_stop`` ends the fit;
 * at test, its best weights' decomposed KL and state visits on its own test strings, all
-  members accumulated at once (:class:`~cfl_lightning.ensemble.metrics.MemberDecomposedKL`).
+  members accumulated at once (:class:`~cfl_lightning.ensemble.metrics.MemberDecomposedKL`); for
+  automata without position classes (a PCFG), its per-symbol KL
+  (:class:`~cfl_lightning.ensemble.metrics.MemberSymbolKL`, the callback's ``SymbolKL``).
 
 Lightning supplies the loop, ``max_epochs``, checkpointing and resume (``trainer.fit(...,
 ckpt_path=...)``; every piece of training state is module, optimizer or loop state), loggers and
@@ -43,7 +45,14 @@ from torch import Tensor, nn
 from cfl_lightning.callbacks import MONITOR
 from cfl_lightning.ensemble.data import PACINGS, EnsembleData, Ticks
 from cfl_lightning.ensemble.engines import ENGINES, LoopEngine, StackedEngine
-from cfl_lightning.ensemble.metrics import MemberDecomposedKL
+from cfl_lightning.callbacks.decomposed_kl import classless_entries
+from cfl_lightning.ensemble.metrics import (
+    MemberDecomposedKL,
+    MemberSymbolKL,
+    classless_members,
+    member_kl,
+    update_member_kl,
+)
 from cfl_lightning.ensemble.optim import StackedAdam
 from cfl_lightning.ensemble.requirements import check_member_data
 from cfl_lightning.ensemble.schedule import MemberSchedules
@@ -169,6 +178,7 @@ class EnsembleLanguageModel(pl.LightningModule):
         check_ensembleable(first)
         for datamodule in datamodules:
             check_member_data(datamodule)
+        self.classless = classless_members([dm.automaton for dm in datamodules])  # no classes
         for model in models[1:]:
             if type(model) is not type(first) or any(
                 model.hparams.get(k) != first.hparams.get(k) for k in _SHARED
@@ -210,10 +220,10 @@ class EnsembleLanguageModel(pl.LightningModule):
         self._epoch_started = 0.0
         self._val_sums: Tensor | None = None
         self._val_epoch: Tensor | None = None  # [4, M] epoch_sums of the validation strings
-        self._val_metric: MemberDecomposedKL | None = None
+        self._val_metric: MemberDecomposedKL | MemberSymbolKL | None = None
         #: per member, the ``val/*`` values of its plain fit after the last validation
         self.val_metrics: list[dict[str, float]] = [{} for _ in range(members)]
-        self._test_metric: MemberDecomposedKL | None = None
+        self._test_metric: MemberDecomposedKL | MemberSymbolKL | None = None
         self._test_batches = np.zeros(members, dtype=np.int64)
         self._plan_device: Tensor | None = None
         self._live_at_epoch_start = np.ones(members, dtype=bool)
@@ -225,8 +235,9 @@ class EnsembleLanguageModel(pl.LightningModule):
         self.member_log: Any = None
         #: ``(ids, losses)`` of every step (with ``record_steps``)
         self.step_log: list[tuple[np.ndarray, Tensor]] = []
-        #: per member, ``(DecomposedKL result, [Q] state visits)`` of the last test, or
-        #: ``(None, None)`` without test strings
+        #: per member, ``(DecomposedKL result, [Q] state visits)`` of the last test
+        #: (``(SymbolKL result, None)`` without position classes), or ``(None, None)`` without
+        #: test strings
         self.test_results: list[tuple[dict[str, Tensor] | None, Tensor | None]] = []
 
     @property
@@ -337,7 +348,7 @@ class EnsembleLanguageModel(pl.LightningModule):
         if self.member_log is not None:  # the members' own val/* (nobody reads them otherwise)
             self._val_epoch = torch.zeros(4, self.num_members, dtype=torch.float64,
                                           device=self.device)
-            self._val_metric = MemberDecomposedKL(
+            self._val_metric = member_kl(
                 [dm.automaton for dm in self.data.datamodules]
             ).to(self.device)
 
@@ -356,7 +367,7 @@ class EnsembleLanguageModel(pl.LightningModule):
         if self._val_epoch is None or self._val_metric is None:
             return
         self._val_epoch.index_add_(1, out.members, out.epoch_sums())
-        self._val_metric.update(out.log_probs, out.states, out.mask, None, out.members)
+        update_member_kl(self._val_metric, out, weighted=False)
 
     def on_validation_epoch_end(self) -> None:
         """Every live member's schedule, best weights and stop; ``should_stop`` when all stopped."""
@@ -402,7 +413,12 @@ class EnsembleLanguageModel(pl.LightningModule):
             values["val/kl_total"] = float(result["total"])
             dm = self.data.datamodules[m]
             event = getattr(dm, "event", None)
-            if event is not None and target_visits(dm.automaton, event, visits.cpu()) > 0:
+            if visits is None:  # no position classes: the callback's classless rule
+                target = classless_entries({k: v.cpu() for k, v in result.items()},
+                                           dm.automaton, event)["kl_target"]
+                if event is not None and target is not None:
+                    values["val/kl_target"] = target
+            elif event is not None and target_visits(dm.automaton, event, visits.cpu()) > 0:
                 values["val/kl_target"] = target_values(
                     {k: v.cpu() for k, v in result.items()}, event, dm.automaton
                 )[0]
@@ -417,7 +433,7 @@ class EnsembleLanguageModel(pl.LightningModule):
         return Ticks(plan)
 
     def on_test_epoch_start(self) -> None:
-        self._test_metric = MemberDecomposedKL([dm.automaton for dm in self.data.datamodules]).to(
+        self._test_metric = member_kl([dm.automaton for dm in self.data.datamodules]).to(
             self.device
         )
         self._test_batches = np.zeros(self.num_members, dtype=np.int64)
@@ -430,13 +446,14 @@ class EnsembleLanguageModel(pl.LightningModule):
         self._test_batches += ids >= 0
         assert self._test_metric is not None
         for out in self.engine().evaluate("test", self.best_params, ids):
-            self._test_metric.update(out.log_probs, out.states, out.mask, out.weights, out.members)
+            update_member_kl(self._test_metric, out)
 
     def on_test_epoch_end(self) -> None:
         assert self._test_metric is not None
         results = self._test_metric.compute()
         self.test_results = [
-            ({k: v.detach().cpu() for k, v in r.items()}, visits.detach().cpu())
+            ({k: v.detach().cpu() for k, v in r.items()},
+             None if visits is None else visits.detach().cpu())
             if self._test_batches[m] else (None, None)
             for m, (r, visits) in enumerate(results)
         ]

@@ -64,8 +64,10 @@ class PackedCorpora:
         batches: per member, its list of ``[B]`` string-index batches
             (``PFADataModule.batches(split)``), in the data module's (unshuffled) order.
         probs: per member, the ``[C_m, S+1]`` next-symbol table of its automaton's classes
-            (``PFADataModule.target_table``, from :func:`~cfl_lightning.automata.class_tables`);
-            ``S`` must be the same for all members.
+            (``PFADataModule.target_table``, from :func:`~cfl_lightning.automata.class_tables`),
+            or None for a corpus with per-position laws (``corpus.target_probs`` ``[N_m, S+1]``:
+            an automaton without position classes, a PCFG); ``S`` must be the same for all
+            members.
         pad_id: the padding token id (``S + 2``).
         device: where the packed tensors live.
         weights: per member, ``[K_m]`` importance weights of its strings or None (all 1; e.g.
@@ -76,14 +78,15 @@ class PackedCorpora:
         self,
         corpora: list[TokenizedCorpus],
         batches: list[list[Tensor]],
-        probs: list[Tensor],
+        probs: list[Tensor | None],
         pad_id: int,
         device: torch.device | str = "cpu",
         weights: list[Tensor | None] | None = None,
     ) -> None:
         if not (len(corpora) == len(batches) == len(probs)) or not corpora:
             raise ValueError("corpora, batches and probs need one entry per member (M >= 1)")
-        classes = {int(p.shape[-1]) for p in probs}
+        laws = [_position_laws(c, p) for c, p in zip(corpora, probs)]  # [N_m, S+1] each
+        classes = {int(p.shape[-1]) for p in laws}
         if len(classes) != 1:
             raise ValueError(f"members disagree on the number of classes: {sorted(classes)}")
         self.num_members, self.pad_id = len(corpora), int(pad_id)
@@ -93,11 +96,11 @@ class PackedCorpora:
         batch_strings, batch_start, batch_size, batch_width = [], [], [], []
         self.first_batch, self.num_batches = [], []
         flat_base = string_base = strings_used = 0
-        for corpus, member_batches, member_probs in zip(corpora, batches, probs):
+        for corpus, member_batches, member_laws in zip(corpora, batches, laws):
             inputs.append(corpus.inputs)
             targets.append(corpus.targets)
             states.append(corpus.states)
-            table.append(member_probs.detach().cpu().to(torch.float32)[corpus.states])
+            table.append(member_laws)
             positions = corpus.positions
             string_offset.append(corpus.offsets[:-1] + flat_base)
             string_len.append(positions)
@@ -196,6 +199,16 @@ class PackedCorpora:
             strings=size,
             weights=weights,
         )
+
+
+def _position_laws(corpus: TokenizedCorpus, probs: Tensor | None) -> Tensor:
+    """``[N, S+1]`` float32 CPU next-symbol law of every position of ``corpus``: its class's row
+    of ``probs`` (``[C, S+1]``), or the corpus's own ``target_probs`` when ``probs`` is None."""
+    if probs is not None:
+        return probs.detach().cpu().to(torch.float32)[corpus.states]
+    if corpus.target_probs is None:
+        raise ValueError("a member without a class table needs its corpus's target_probs")
+    return corpus.target_probs.detach().cpu().to(torch.float32)
 
 
 def bucket(size: int) -> int:

@@ -28,7 +28,7 @@ import torch
 from torch import Tensor
 from torchmetrics import Metric
 
-__all__ = ["SymbolKL", "symbol_unweighted"]
+__all__ = ["SymbolKL", "symbol_unweighted", "symbol_terms", "symbol_result"]
 
 
 class SymbolKL(Metric):
@@ -62,23 +62,56 @@ class SymbolKL(Metric):
 
     def update(self, log_probs: Tensor, batch: Mapping[str, Tensor]) -> None:
         """Add one batch (``target_probs``, ``mask``, optionally ``weights``)."""
-        p = batch["target_probs"].to(torch.float64)
         mask = batch["mask"].bool()
-        q = log_probs.detach().to(torch.float64)
-        terms = torch.where(p > 0, p * (p.clamp_min(1e-300).log() - q), torch.zeros_like(p))
-        terms = terms * mask[..., None]
+        terms, stakes = symbol_terms(log_probs, batch["target_probs"], mask)
         weights = batch.get("weights")
-        w = torch.ones(mask.shape[0], dtype=torch.float64, device=p.device) if weights is None \
-            else weights.to(device=p.device, dtype=torch.float64)
+        w = torch.ones(mask.shape[0], dtype=torch.float64, device=terms.device) \
+            if weights is None else weights.to(device=terms.device, dtype=torch.float64)
         self.sums += (terms.sum(dim=1) * w[:, None]).sum(dim=0).to(self.sums)
         self.strings += w.sum().to(self.strings)
-        self.stakes += ((p > 0) & mask[..., None]).sum(dim=(0, 1)).to(self.stakes)
+        self.stakes += stakes.sum(dim=(0, 1)).to(self.stakes)
 
     def compute(self) -> dict[str, Tensor]:
         """``total`` and ``symbol`` per string (see the class docstring)."""
-        nan = torch.full_like(self.sums, float("nan"))
-        symbol = torch.where(self.strings > 0, self.sums / self.strings.clamp_min(1), nan)
-        return {"total": symbol.sum(), "symbol": symbol, "stakes": self.stakes.clone()}
+        return symbol_result(self.sums, self.strings, self.stakes)
+
+
+def symbol_terms(log_probs: Tensor, target_probs: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+    """Each position's per-symbol terms ``p(s) log(p(s) / q(s))`` and where ``s`` is at stake.
+
+    The one per-position rule of :class:`SymbolKL` (an ensemble's members use it on their packed
+    positions: :class:`~cfl_lightning.ensemble.metrics.MemberSymbolKL`).
+
+    Args:
+        log_probs: ``[..., S + 1]`` the model's log-probabilities ``log q``.
+        target_probs: ``[..., S + 1]`` the exact laws ``p``.
+        mask: ``[...]`` bool, True on real positions.
+
+    Returns:
+        ``terms`` ``[..., S + 1]`` float64 (0 where ``p(s) = 0`` and off ``mask``) and
+        ``stakes`` ``[..., S + 1]`` bool (``p(s) > 0`` at a real position).
+    """
+    p = target_probs.to(torch.float64)
+    q = log_probs.detach().to(torch.float64)
+    terms = torch.where(p > 0, p * (p.clamp_min(1e-300).log() - q), torch.zeros_like(p))
+    return terms * mask[..., None], (p > 0) & mask[..., None]
+
+
+def symbol_result(sums: Tensor, strings: Tensor, stakes: Tensor) -> dict[str, Tensor]:
+    """:meth:`SymbolKL.compute` from its sums.
+
+    Args:
+        sums: ``[S + 1]`` float64 (weighted) sums of :func:`symbol_terms` over the strings.
+        strings: ``[]`` float64 (weighted) number of strings.
+        stakes: ``[S + 1]`` int64 real positions where the law gives the symbol ``p > 0``.
+
+    Returns:
+        ``total`` (scalar), ``symbol`` ``[S + 1]`` per string (NaN without strings) and a copy of
+        ``stakes``.
+    """
+    nan = torch.full_like(sums, float("nan"))
+    symbol = torch.where(strings > 0, sums / strings.clamp_min(1), nan)
+    return {"total": symbol.sum(), "symbol": symbol, "stakes": stakes.clone()}
 
 
 def symbol_unweighted(symbol: Tensor, expected: Tensor) -> Tensor:
