@@ -88,7 +88,7 @@ def push_table(event: Event, pda: PushdownAutomaton) -> Tensor:
 
 def pop_table(event: Event, pda: PushdownAutomaton) -> Tensor:
     """``pop:X``: every step that pops ``X`` (from a class with ``X`` on top). ``[C, S]`` int64."""
-    from cfl_lightning.automata.pushdown.automaton import POP
+    from cfl_lightning.automata.pushdown.fixpoint import POP
 
     stack = _index(pda.stack_alphabet, event.stack, "stack symbol", event)
     table = _zeros(pda)
