@@ -40,6 +40,7 @@ cache key; set ``device="cpu"`` for corpora identical across machines.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from typing import Any, Literal, Optional
 
@@ -72,6 +73,7 @@ from cfl_lightning.data.targeted import WithWeights, at_stake, mix, test_weights
 from cfl_lightning.data.tokens import TokenIds
 from cfl_lightning.errors import CflError, InterventionError
 from cfl_lightning.kinds.automata import automaton_kind
+from cfl_lightning.kinds.events import counted_from_tokens
 from cfl_lightning.kinds.generators import GeneratorName
 from cfl_lightning.kinds.interventions import InterventionName
 from cfl_lightning.sampling import Corpus, Intervention
@@ -255,6 +257,14 @@ class PFADataModule(L.LightningDataModule):
             )
         if s.tokens is not None:
             check_token_kind(intervention.kind, s.tokens)
+        if s.corpus is not None and intervention.event is not None and not counted_from_tokens(
+            intervention.event
+        ):
+            raise CflError(
+                f"data.corpus {s.corpus}: the count of {intervention.event} belongs to each "
+                "string's derivation, which a corpus file does not record (sample the corpus "
+                "instead, or use a symbol event)"
+            )
         return intervention
 
     def _val_intervention(self) -> Intervention:
@@ -317,10 +327,12 @@ class PFADataModule(L.LightningDataModule):
         if split == LONG:  # conditioned on the length
             return SplitPlan(split, s.sizes[LONG], seed, min_length=s.long_min_length)
         spec = {"train": self.intervention, "val": self.val_intervention}.get(split)
-        constrained = spec is not None and spec.constrained
+        # an event the tokens cannot recount (a rule's uses): the sampler records its counts
+        kept = spec is not None and (spec.constrained or (
+            spec.event is not None and not counted_from_tokens(spec.event)))
         tokens = s.tokens if split == "train" else None
         return SplitPlan(
-            split, s.sizes[split], seed, spec if constrained else Intervention(), tokens=tokens
+            split, s.sizes[split], seed, spec if kept else Intervention(), tokens=tokens
         )
 
     def _cached(self, plan: SplitPlan) -> tuple[Corpus, bool]:
@@ -352,6 +364,8 @@ class PFADataModule(L.LightningDataModule):
         event_function = self.event_function if split in ("train", "val") else None
         tokenized = tensorize(corpus, self.automaton, event_function, device=self.device)
         spec = {"train": self.intervention, "val": self.val_intervention}.get(split)
+        if spec is not None and spec.event is not None and not counted_from_tokens(spec.event):
+            tokenized = dataclasses.replace(tokenized, counts=self._sampler_counts(split, corpus))
         counts = tokenized.counts
         if spec is not None and counts is not None and not spec.satisfied(counts):
             if split == "train" and self.settings.corpus is not None:
@@ -362,6 +376,16 @@ class PFADataModule(L.LightningDataModule):
                 f"realized {spec.realized(counts)}"
             )
         return tokenized
+
+    def _sampler_counts(self, split: str, corpus: Corpus) -> torch.Tensor:
+        """``[K]`` the sampler's per-string counts of an event the tokens cannot recount (a
+        grammar's rule uses: the derivation's), as drawn or as cached with the corpus."""
+        if corpus.counts is None or len(corpus.counts) != len(corpus):
+            raise RuntimeError(
+                f"the {split} corpus carries no per-string counts of {self.event} (its count "
+                "belongs to the derivation, recorded only by the sampler)"
+            )
+        return corpus.counts.cpu().long()
 
     def _load(self, split: str) -> tuple[Corpus, TokenizedCorpus, list[torch.Tensor]]:
         """``split``'s corpus, its per-position arrays and its batches; built on first use."""
