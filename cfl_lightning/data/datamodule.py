@@ -257,14 +257,6 @@ class PFADataModule(L.LightningDataModule):
             )
         if s.tokens is not None:
             check_token_kind(intervention.kind, s.tokens)
-        if s.corpus is not None and intervention.event is not None and not counted_from_tokens(
-            intervention.event
-        ):
-            raise CflError(
-                f"data.corpus {s.corpus}: the count of {intervention.event} belongs to each "
-                "string's derivation, which a corpus file does not record (sample the corpus "
-                "instead, or use a symbol event)"
-            )
         return intervention
 
     def _val_intervention(self) -> Intervention:
