@@ -263,6 +263,15 @@ def test_bad_rule_text_is_one_line_and_exit_2(tmp_path, event, says):
         _module(path, num_strings=5, intervention="exact", event=event, count=2)
 
 
+def test_other_automata_refuse_rule_events_in_one_line():
+    from cfl_lightning import PFADataModule
+
+    for kind, count in (("exact", 3), ("none", None)):
+        with pytest.raises(EventError, match="^rule events need a pcfg automaton$"):
+            PFADataModule(generator="parity", intervention=kind, event=RULE, count=count,
+                          num_strings=10, cache_dir="none")
+
+
 def test_a_corpus_file_cannot_carry_a_rule_count(tmp_path):
     path = _file(tmp_path, AMBIGUOUS)
     corpus = tmp_path / "c.jsonl"
