@@ -2,10 +2,11 @@
 
 Each nonterminal is rewritten by a rule drawn with its probability (the grammar's own law;
 the string law is the grammar's, exactly). Seeded: the same seed gives the same strings. Given
-an event's degrees (its count per rule, :func:`~cfl_lightning.sampling.pcfg.count_law.event_degrees`)
-the draw also sums them over each string's derivation: the string's count of a ``rule`` event,
-which an ambiguous grammar's string does not tell. Counting draws nothing: the strings of a seed
-are the same with or without it.
+an event's degrees (its count per rule,
+:func:`~cfl_lightning.sampling.pcfg.count_law.event_degrees`) the draw also sums them over each
+string's derivation: the string's count of a ``rule`` event, which an ambiguous grammar's
+string does not tell. Counting draws nothing: the strings of a seed are the same with or
+without it.
 """
 
 from __future__ import annotations
