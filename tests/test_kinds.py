@@ -200,6 +200,12 @@ def test_every_event_table_counts_what_the_automaton_expects(built):
         table = call(event_table_ref("symbol", "pcfg"), event, grammar)
         assert torch.equal(table, torch.eye(grammar.num_symbols, dtype=torch.long)[s : s + 1])
     called.add(("symbol", "pcfg"))
+    rules = grammar.grammar.rules
+    for r, rule in enumerate(rules):  # a rule event's table is per rule: one-hot
+        event = Event.parse(f"rule:{grammar.grammar.rule_text(rule)}")
+        table = call(event_table_ref("rule", "pcfg"), event, grammar)
+        assert torch.equal(table, torch.eye(len(rules), dtype=torch.long)[r])
+    called.add(("rule", "pcfg"))
     assert called == registered
 
 
@@ -255,11 +261,12 @@ def test_built_in_kinds_keep_their_behaviour():
     assert GENERATOR_REGISTRY.names()[3:6] == ("dyck", "random_pushdown", "anbn")
     assert GENERATOR_REGISTRY.names()[6:] == (
         "random_pcfg", "dyck_pcfg", "arithmetic", "centre_embedding")
-    assert EVENT_KIND_REGISTRY.names() == ("state", "symbol", "transition", "push", "pop", "class")
+    assert EVENT_KIND_REGISTRY.names() == (
+        "state", "symbol", "transition", "push", "pop", "class", "rule")
     assert str(Event.parse("transition:q:x:y")) == "transition:q:x:y"
     assert Event.parse("transition:q:x:y") == Event("transition", "q", "x:y")
-    forms = ("expected state:NAME, symbol:SYM, transition:SOURCE:SYM, push:X, pop:X or "
-             "class:STATE/TOP")
+    forms = ("expected state:NAME, symbol:SYM, transition:SOURCE:SYM, push:X, pop:X, "
+             "class:STATE/TOP or rule:A -> 'a' B")
     with pytest.raises(EventError, match=forms):
         Event.parse("drop:X")
     assert Event.parse("push:X") == Event("push", stack="X")

@@ -39,7 +39,8 @@ def expr_file(tmp_path):
 def test_one_registration_without_position_classes():
     kind = automaton_kind("pcfg")
     assert kind.position_classes is False and kind.backend is not None
-    assert kind.events == {"symbol": "cfl_lightning.automata.pcfg.automaton:symbol_table"}
+    assert kind.events == {"symbol": "cfl_lightning.automata.pcfg.automaton:symbol_table",
+                           "rule": "cfl_lightning.automata.pcfg.automaton:rule_table"}
 
 
 def test_text_file_and_json_give_the_same_grammar(expr_file, tmp_path):
@@ -106,13 +107,13 @@ def test_events_other_than_symbols_are_refused_in_one_line(expr_file, tmp_path, 
     result = run_cli("sample", "--automaton", expr_file, "--num-strings", "10", "--seed", "0",
                      "--output", tmp_path / "o.jsonl", *flags)
     assert result.returncode == 2
-    assert "symbol:X events only" in result.stderr or "unknown symbol 'zz'" in result.stderr
+    assert "rule:A -> 'a' B events only" in result.stderr or "unknown symbol 'zz'" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
 
 
 def test_backend_and_class_tables_refuse_in_one_line(expr_file):
     a = load_automaton(expr_file)
-    with pytest.raises(EventError, match="symbol:X events only"):
+    with pytest.raises(EventError, match="rule:A -> 'a' B events only"):
         backend_for(a).event_counts(Event.parse("state:E"))
     with pytest.raises(CflError, match="no position classes"):
         a.class_probs()
@@ -185,7 +186,7 @@ def test_position_laws_equal_next_symbol_laws_per_string(expr_file):
 
 
 def test_events_other_than_symbols_are_refused_by_the_data_module(tmp_path):
-    with pytest.raises(CflError, match="symbol:X events only"):
+    with pytest.raises(CflError, match="rule:A -> 'a' B events only"):
         _module(tmp_path, EXPR, intervention="exact", event="state:E", count=5)
 
 

@@ -13,7 +13,12 @@ from cfl_lightning.automata.generators import (
 from cfl_lightning.automata.diagram import Arc, Diagram
 from cfl_lightning.automata.loading import automaton_kinds, load_automaton, register_automaton_kind
 from cfl_lightning.automata.pfsa import NORMALIZATION_TOLERANCE, PFSA, RESERVED_SYMBOLS, check_names
-from cfl_lightning.automata.protocol import Automaton, class_tables, expected_event_count
+from cfl_lightning.automata.protocol import (
+    Automaton,
+    class_tables,
+    counting_table,
+    expected_event_count,
+)
 from cfl_lightning.automata.pushdown import KEEP, POP, PushdownAutomaton
 from cfl_lightning.automata.pushdown.events import PushEvent, parse_event
 from cfl_lightning.automata.pushdown.generators import (
@@ -25,6 +30,7 @@ from cfl_lightning.automata.pushdown.generators import (
 __all__ = [
     "Automaton",
     "expected_event_count",
+    "counting_table",
     "class_tables",
     "load_automaton",
     "register_automaton_kind",

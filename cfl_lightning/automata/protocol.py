@@ -16,7 +16,10 @@ Class names never contain ``:``.
 **Events.** An :class:`~cfl_lightning.automata.Event` is a set of (class, symbol) pairs; its
 *table* on an automaton is a ``[C, S]`` int64 tensor counting the occurrences that emitting
 symbol ``s`` from class ``c`` adds (0/1 for every built-in kind). Counting on a corpus is then
-``sum_t table[class_t, symbol_t]`` for every automaton kind.
+``sum_t table[class_t, symbol_t]`` for every automaton kind. A grammar's ``rule`` event counts
+steps of the derivation instead, which an ambiguous grammar does not recover from the string:
+it has no such table (:func:`counting_table` gives None), and its per-string counts are the
+sampler's (``Corpus.counts``).
 
 Sampling is not part of this protocol's methods (the core's floors put ``sampling`` above
 ``automata``): :mod:`cfl_lightning.sampling.backend` holds one sampler backend per automaton kind,
@@ -31,11 +34,13 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import torch
 from torch import Tensor
 
+from cfl_lightning.kinds.events import counted_from_tokens
+
 if TYPE_CHECKING:
     from cfl_lightning.automata.diagram import Diagram
     from cfl_lightning.automata.events import Event
 
-__all__ = ["Automaton", "expected_event_count", "class_tables"]
+__all__ = ["Automaton", "expected_event_count", "counting_table", "class_tables"]
 
 
 @runtime_checkable
@@ -165,7 +170,8 @@ class Automaton(Protocol):
             ``("symbol", (s,))``, or ``("transition", (c * (S + 1) + s, ...))``. A PFSA's events
             have one place; a pushdown automaton's ``state:NAME`` spans the classes of the
             state and ``push:X`` the transitions pushing ``X`` (their contributions are summed,
-            :func:`cfl_lightning.metrics.target_values`).
+            :func:`cfl_lightning.metrics.target_values`); a grammar's ``rule`` event has none
+            (``("rule", ())``: its ``kl_target`` is null).
 
         Raises:
             EventError: an unknown name, or an event kind this automaton does not have.
@@ -201,6 +207,23 @@ def expected_event_count(automaton: Automaton, event: Event) -> float:
     visits = automaton.expected_class_visits()
     probs = automaton.class_probs()[:, : automaton.num_symbols]
     return float((visits[:, None] * probs * automaton.event_table(event)).sum())
+
+
+def counting_table(automaton: Automaton, event: Event) -> Tensor | None:
+    """The table that recounts ``event`` from a corpus's tokens, or None for an event of the
+    derivation (a grammar's ``rule``: :func:`~cfl_lightning.kinds.events.counted_from_tokens`),
+    whose names are checked all the same (its kind's registered table).
+
+    Returns:
+        ``[C, S]`` int64 (:meth:`Automaton.event_table`), or None.
+
+    Raises:
+        EventError: an unknown name, or an event kind the automaton does not have.
+    """
+    if counted_from_tokens(event):
+        return automaton.event_table(event)
+    event.table(automaton)  # the kind's own table: checks the names
+    return None
 
 
 def class_tables(automaton: Automaton) -> tuple[Tensor, Tensor]:

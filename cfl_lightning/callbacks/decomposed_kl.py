@@ -23,7 +23,7 @@ from lightning.pytorch.utilities import rank_zero_warn
 from lightning.pytorch.utilities.model_helpers import is_overridden
 from torch import Tensor
 
-from cfl_lightning.automata import Automaton, Event
+from cfl_lightning.automata import Automaton, Event, counting_table
 from cfl_lightning.callbacks.requirements import (
     check_kl_batch,
     datamodule_automaton,
@@ -81,7 +81,8 @@ def classless_entries(
     :func:`~cfl_lightning.metrics.symbol_unweighted`; null where the test strings never put the
     symbol at stake); ``test_visits.symbol`` (positions where the symbol has ``p > 0``); with a
     ``symbol:X`` event, ``kl_target``, ``kl_target_unweighted`` (X's entries) and
-    ``target_test_visits``. Per state and per transition: absent.
+    ``target_test_visits`` (null for a ``rule`` event: it has no place in the per-symbol KL).
+    Per state and per transition: absent.
     """
     out: dict[str, Any] = dict.fromkeys(KL_ENTRIES)
     names = (*automaton.alphabet, EOS_NAME)
@@ -97,8 +98,9 @@ def classless_entries(
     out["kl"] = {"symbol": known(result["symbol"])}
     out["kl_unweighted"] = {"symbol": known(unweighted)}
     out["test_visits"] = {"symbol": dict(zip(names, stakes))}
-    if event is not None:
-        _, (index,) = automaton.event_location(event)
+    where = () if event is None else automaton.event_location(event)[1]
+    if where:  # a rule event has no place in the per-symbol KL: its entries stay null
+        (index,) = where
         out["target_test_visits"] = stakes[index]
         out["kl_target"] = out["kl"]["symbol"][names[index]]
         out["kl_target_unweighted"] = out["kl_unweighted"]["symbol"][names[index]]
@@ -260,7 +262,7 @@ class DecomposedKLCallback(pl.Callback):
                 "requirements)"
             )
         if pfsa is not None and event is not None:
-            pfsa.event_table(event)  # an unknown state or symbol fails here, not at test end
+            counting_table(pfsa, event)  # an unknown name fails here, not at test end
         return pfsa, event
 
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
@@ -390,9 +392,9 @@ class DecomposedKLCallback(pl.Callback):
             result = self._classless_values(stage, values)
             entries = None if stage == "val" else classless_entries(result, self.pfsa, self.event)
             if stage == "val" and self.event is not None:
-                _, (index,) = self.pfsa.event_location(self.event)
-                if int(result["stakes"][index]) > 0:
-                    values["val/kl_target"] = float(result["symbol"][index])
+                for index in self.pfsa.event_location(self.event)[1]:  # none for a rule event
+                    if int(result["stakes"][index]) > 0:
+                        values["val/kl_target"] = float(result["symbol"][index])
             elif entries is not None:
                 _classless_test_values(entries, stage, values)
         elif stage in self.metrics:

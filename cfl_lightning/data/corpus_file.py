@@ -27,11 +27,12 @@ from typing import Any, Optional
 import torch
 from torch import Tensor
 
-from cfl_lightning.automata import Automaton
+from cfl_lightning.automata import Automaton, Event
 from cfl_lightning.data.settings import DataSettings
 from cfl_lightning.data.tokens import TokenIds
-from cfl_lightning.errors import CflError, SupportError
+from cfl_lightning.errors import CflError, EventError, SupportError
 from cfl_lightning.kinds import automaton_kind
+from cfl_lightning.kinds.events import counted_from_tokens
 from cfl_lightning.sampling import Corpus, Intervention
 
 __all__ = [
@@ -231,6 +232,20 @@ def read_corpus(path: str | os.PathLike, automaton: Automaton) -> Corpus:
     return corpus
 
 
+def _check_countable(settings: DataSettings) -> None:
+    """Refuse a corpus file with an event its strings cannot be counted on (a grammar's rule:
+    the count belongs to each string's derivation, which the file does not record)."""
+    try:
+        event = None if settings.event is None else Event.parse(settings.event)
+    except EventError:
+        return  # malformed: refused with the intervention's other checks
+    if event is not None and not counted_from_tokens(event):
+        raise CorpusFileError(
+            f"data.corpus {settings.corpus}: the count of {event} belongs to each string's "
+            "derivation, which a corpus file does not record (sample the corpus instead)"
+        )
+
+
 def training_corpus(
     settings: DataSettings, automaton: Automaton
 ) -> tuple[DataSettings, Optional[Corpus]]:
@@ -239,10 +254,12 @@ def training_corpus(
 
     Raises:
         CorpusFileError: the file cannot be read or holds a string outside the support
-            (:func:`read_corpus`), or ``num_strings`` was given and differs from its count.
+            (:func:`read_corpus`), ``num_strings`` was given and differs from its count, or the
+            event is counted on derivations (a rule), which the file does not record.
     """
     if settings.corpus is None:
         return settings, None
+    _check_countable(settings)
     corpus = read_corpus(settings.corpus, automaton)
     if settings.num_strings is not None and settings.num_strings != len(corpus):
         raise CorpusFileError(

@@ -40,6 +40,7 @@ cache key; set ``device="cpu"`` for corpora identical across machines.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from typing import Any, Literal, Optional
 
@@ -58,7 +59,7 @@ from cfl_lightning.data.batching import (
 )
 from cfl_lightning.data.cache import automaton_json, cached_corpus, corpus_key, resolve_cache_dir
 from cfl_lightning.data.corpus_file import training_corpus, unmet_intervention
-from cfl_lightning.data.occurrences import expected_occurrences, occurrences
+from cfl_lightning.data.occurrences import expected_occurrences, occurrences, sampler_counts
 from cfl_lightning.data.settings import (
     GENERATOR_ARGS,
     GENERATORS,
@@ -72,6 +73,7 @@ from cfl_lightning.data.targeted import WithWeights, at_stake, mix, test_weights
 from cfl_lightning.data.tokens import TokenIds
 from cfl_lightning.errors import CflError, InterventionError
 from cfl_lightning.kinds.automata import automaton_kind
+from cfl_lightning.kinds.events import counted_from_tokens
 from cfl_lightning.kinds.generators import GeneratorName
 from cfl_lightning.kinds.interventions import InterventionName
 from cfl_lightning.sampling import Corpus, Intervention
@@ -317,10 +319,12 @@ class PFADataModule(L.LightningDataModule):
         if split == LONG:  # conditioned on the length
             return SplitPlan(split, s.sizes[LONG], seed, min_length=s.long_min_length)
         spec = {"train": self.intervention, "val": self.val_intervention}.get(split)
-        constrained = spec is not None and spec.constrained
+        # an event the tokens cannot recount (a rule's uses): the sampler records its counts
+        kept = spec is not None and (spec.constrained or (
+            spec.event is not None and not counted_from_tokens(spec.event)))
         tokens = s.tokens if split == "train" else None
         return SplitPlan(
-            split, s.sizes[split], seed, spec if constrained else Intervention(), tokens=tokens
+            split, s.sizes[split], seed, spec if kept else Intervention(), tokens=tokens
         )
 
     def _cached(self, plan: SplitPlan) -> tuple[Corpus, bool]:
@@ -352,6 +356,8 @@ class PFADataModule(L.LightningDataModule):
         event_function = self.event_function if split in ("train", "val") else None
         tokenized = tensorize(corpus, self.automaton, event_function, device=self.device)
         spec = {"train": self.intervention, "val": self.val_intervention}.get(split)
+        if spec is not None and spec.event is not None and not counted_from_tokens(spec.event):
+            tokenized = dataclasses.replace(tokenized, counts=sampler_counts(split, corpus, spec))
         counts = tokenized.counts
         if spec is not None and counts is not None and not spec.satisfied(counts):
             if split == "train" and self.settings.corpus is not None:

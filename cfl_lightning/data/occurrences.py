@@ -12,12 +12,15 @@ tables at the annotated classes.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from cfl_lightning.automata import Automaton, Event
 from cfl_lightning.data.batching import TokenizedCorpus
+from cfl_lightning.sampling import Corpus
 
-__all__ = ["occurrences", "expected_occurrences"]
+__all__ = ["occurrences", "expected_occurrences", "sampler_counts"]
 
 
 def occurrences(automaton: Automaton, tok: TokenizedCorpus) -> dict[str, dict[str, int]]:
@@ -57,3 +60,18 @@ def occurrences(automaton: Automaton, tok: TokenizedCorpus) -> dict[str, dict[st
 def expected_occurrences(automaton: Automaton, num_strings: int) -> dict[str, float]:
     """``num_strings`` x expected occurrences per unconstrained string, for every event."""
     return {spec: num_strings * v for spec, v in automaton.expected_occurrences().items()}
+
+
+def sampler_counts(split: str, corpus: Corpus, intervention: Any) -> torch.Tensor:
+    """``[K]`` the sampler's per-string counts of an event the tokens cannot recount (a
+    grammar's rule uses: the derivation's), as drawn or as cached with the corpus.
+
+    Raises:
+        RuntimeError: the corpus carries no such counts (one line).
+    """
+    if corpus.counts is None or len(corpus.counts) != len(corpus):
+        raise RuntimeError(
+            f"the {split} corpus carries no per-string counts of {intervention.event} (its count "
+            "belongs to the derivation, recorded only by the sampler)"
+        )
+    return corpus.counts.cpu().long()

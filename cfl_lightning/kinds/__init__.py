@@ -17,6 +17,7 @@ from cfl_lightning.kinds.automata import (
 from cfl_lightning.kinds.events import (
     EVENT_KIND_REGISTRY,
     EventKind,
+    counted_from_tokens,
     event_kind,
     register_event_kind,
 )
@@ -53,6 +54,7 @@ __all__ = [
     "EVENT_KIND_REGISTRY",
     "event_kind",
     "register_event_kind",
+    "counted_from_tokens",
     "InterventionKind",
     "INTERVENTION_KINDS",
     "intervention_kind",

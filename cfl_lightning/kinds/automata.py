@@ -5,7 +5,8 @@ Built in (:data:`AUTOMATON_KINDS`, registration order):
 * ``pfsa`` -- probabilistic finite-state automata (``"kind"`` absent from the JSON, or ``"pfsa"``);
 * ``pushdown`` -- real-time deterministic probabilistic pushdown automata;
 * ``pcfg`` -- probabilistic context-free grammars (a ``*.pcfg`` file in NLTK's notation, or
-  JSON with ``"kind": "pcfg"``); no position classes; ``symbol:`` events (docs/guide/pcfg.md).
+  JSON with ``"kind": "pcfg"``); no position classes; ``symbol:`` and ``rule:`` events
+  (docs/guide/pcfg.md).
 
 An :class:`AutomatonKind` says everything the layers ask of a kind, each piece of code as a
 callable or a ``"package.module:attribute"`` reference imported on first use (so this registry,
@@ -173,7 +174,7 @@ for _kind in (
         "probabilistic context-free grammar (rules in NLTK's notation); no position classes",
         loader=f"{_AUTOMATA}.pcfg.automaton:load_pcfg",
         backend=f"{_SAMPLING}.pcfg.backend:PCFGBackend",
-        events={"symbol": f"{_AUTOMATA}.pcfg.automaton:symbol_table"},
+        events={name: f"{_AUTOMATA}.pcfg.automaton:{name}_table" for name in ("symbol", "rule")},
         estimate=f"{_SAMPLING}.pcfg.backend:pcfg_estimate",
         position_classes=False,
     ),

@@ -7,7 +7,14 @@ Built in (:data:`EVENT_KIND_REGISTRY`, registration order), with their text form
 * ``transition:SOURCE:SYM`` -- the one transition leaving ``SOURCE`` on ``SYM``;
 * ``push:X`` -- every step that pushes stack symbol ``X`` (a pushdown automaton's nesting);
 * ``pop:X`` -- every step that pops ``X`` (a nesting closed; pushdown);
-* ``class:STATE/TOP`` -- every step from one (state, top of stack) class (pushdown).
+* ``class:STATE/TOP`` -- every step from one (state, top of stack) class (pushdown);
+* ``rule:A -> 'a' B`` -- every use of one grammar rule in a string's derivation (a PCFG; the
+  whole text after ``rule:`` is the rule, as the grammar writes it).
+
+Most kinds count steps of the string (``from_tokens``: a ``[C, S]`` table recounts them from the
+tokens); a ``rule`` event counts steps of the *derivation*, which an ambiguous grammar does not
+recover from the string: its per-string counts are the sampler's (``Corpus.counts``) and nothing
+recounts them (:func:`counted_from_tokens`).
 
 An :class:`EventKind` names the fields of an :class:`~cfl_lightning.automata.Event` its text
 carries (``fields``, in text order, the last one read whole so that it may contain ``:``), the
@@ -42,6 +49,7 @@ __all__ = [
     "parse_event_text",
     "format_event",
     "event_forms",
+    "counted_from_tokens",
 ]
 
 #: the built-in fields of an :class:`~cfl_lightning.automata.Event` (its accessors); a kind may
@@ -74,6 +82,10 @@ class EventKind:
             causal/correlational gap is a difference, not a ratio.
         title: ``title(rest)`` -> a plot panel's title from the text after ``kind:``; or None
             for ``"kind rest"``.
+        from_tokens: its occurrences are a function of the string, counted from the tokens
+            with the ``[C, S]`` table. False (``rule``): a property of the derivation; its
+            table (``tables``) is then per rule, ``[R]`` int64, and the per-string counts come
+            from the sampler (``Corpus.counts``), never from the tokens.
     """
 
     name: str
@@ -86,6 +98,7 @@ class EventKind:
     weight: str = ""
     signed: bool = False
     title: Callable[[str], str] | None = None
+    from_tokens: bool = True
 
     def __post_init__(self) -> None:
         bad = [f for f in self.fields if not (isinstance(f, str) and f.isidentifier())]
@@ -159,6 +172,13 @@ def parse_event_text(spec: Any) -> tuple[str, dict[str, str]]:
     raise EventError(f"bad event {spec!r}: expected {event_forms()}")
 
 
+def counted_from_tokens(event: Any) -> bool:
+    """Whether ``event`` (an :class:`~cfl_lightning.automata.Event`) is counted from a string's
+    tokens (its kind's ``from_tokens``; False for a grammar's ``rule`` events, whose counts are
+    the derivation's: the sampler's per-string counts)."""
+    return _REGISTRY.get(event.kind).from_tokens
+
+
 def format_event(kind: str, values: Mapping[str, Any]) -> str:
     """The text form of an event of ``kind`` with field ``values``."""
     entry = _REGISTRY.get(kind)
@@ -227,6 +247,16 @@ for _kind in (
         quantity="per-class",
         weight="p_π(c)",
         title=lambda rest: f"class {rest}",
+    ),
+    EventKind(
+        "rule",
+        ("rule",),
+        "every use of the grammar rule in the string's derivation (pcfg; counted by the "
+        "sampler: an ambiguous grammar's string does not tell its derivation)",
+        placeholders=("A -> 'a' B",),
+        quantity="none (kl_target null)",
+        title=lambda rest: f"rule {rest}",
+        from_tokens=False,
     ),
 ):
     register_event_kind(_kind)

@@ -32,7 +32,7 @@ import torch
 from torch import Tensor
 
 from cfl_lightning.automata.events import Event
-from cfl_lightning.automata.protocol import Automaton
+from cfl_lightning.automata.protocol import Automaton, counting_table
 from cfl_lightning.errors import EventError, InterventionError
 from cfl_lightning.kinds.interventions import (
     INTERVENTION_KINDS,
@@ -158,7 +158,9 @@ class Intervention:
             num_strings: ``K``.
 
         Returns:
-            the ``[C, |S|]`` int64 event table on ``automaton``'s device, or None without event.
+            the ``[C, |S|]`` int64 event table on ``automaton``'s device; None without an event,
+            or for an event not counted from the tokens (a grammar's ``rule``: its per-string
+            counts are the sampler's, :func:`~cfl_lightning.automata.counting_table`).
 
         Raises:
             InterventionError: a bad ``num_strings``; an at-least-once count above ``K``; an event
@@ -171,10 +173,10 @@ class Intervention:
         ):
             raise InterventionError(f"num_strings must be a positive integer, got {num_strings!r}")
         k = int(num_strings)
-        function = None if self.event is None else automaton.event_table(self.event)  # checks names
+        function = None if self.event is None else counting_table(automaton, self.event)
         if not self.constrained:
             return function
-        assert function is not None and self.count is not None
+        assert self.event is not None and self.count is not None
         n = self.count
         if self.unit == "strings":
             self.spec.check_count(n, k, None, str(self.event))

@@ -6,8 +6,10 @@ module read. A PCFG has no finite position classes (its next-symbol law depends 
 prefix; the kind is registered with ``position_classes=False``), so instead of a class table it
 gives the exact law at every position of a corpus (:meth:`PCFG.position_laws`, through
 :func:`~cfl_lightning.automata.pcfg.next_symbol_laws`); :meth:`PCFG.annotate` puts every
-position in the one placeholder class 0. Events, and with them interventions, are not
-implemented yet: asking for one is refused in one line (:data:`NO_EVENTS`).
+position in the one placeholder class 0. Its events are ``symbol:X`` (counted from the tokens
+by the table :func:`symbol_table`) and ``rule:A -> 'a' B`` (uses of one rule in the derivation:
+no table over symbols, the sampler reports each string's count; :func:`rule_table` is its
+per-rule table); ``state:`` and ``transition:`` are refused in one line (:data:`NO_EVENTS`).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import torch
 from torch import Tensor
 
 from cfl_lightning.automata.pcfg.checks import check_grammar, expected_length
-from cfl_lightning.automata.pcfg.grammar import Grammar
+from cfl_lightning.automata.pcfg.grammar import Grammar, rule_degrees
 from cfl_lightning.automata.pcfg.normal_form import NormalForm, normal_form
 from cfl_lightning.automata.pcfg.prefix import next_symbol_laws
 from cfl_lightning.automata.pcfg.text import (
@@ -34,12 +36,15 @@ from cfl_lightning.automata.pcfg.text import (
 from cfl_lightning.errors import CflError, EventError, GrammarError
 from cfl_lightning.io import atomic_write_text
 
-__all__ = ["PCFG", "NO_EVENTS", "NO_CLASSES", "load_pcfg", "symbol_table", "LAW_CHUNK_CELLS"]
+__all__ = ["PCFG", "NO_EVENTS", "NO_RULE_TABLE", "NO_CLASSES", "load_pcfg", "symbol_table",
+           "rule_table", "LAW_CHUNK_CELLS"]
 
-#: the one line every event (hence every intervention) on a PCFG gets
-NO_EVENTS = ("a pcfg has symbol:X events only (state and transition events need position "
-             "classes; rule events are sampled from Python: "
-             "cfl_lightning.sampling.pcfg.conditioned)")
+#: the one line an event of another kind (state, transition, push) on a PCFG gets
+NO_EVENTS = ("a pcfg has symbol:X and rule:A -> 'a' B events only (state and transition "
+             "events need position classes)")
+#: the one line for asking a rule event's table over symbols
+NO_RULE_TABLE = ("a rule event has no table over symbols: its count belongs to the string's "
+                 "derivation, and the sampler reports it per string")
 #: the one line for what needs position classes
 NO_CLASSES = ("a pcfg has no position classes (its next-symbol law depends on the whole "
               "prefix): the decomposition by state and transition does not exist for it")
@@ -229,21 +234,43 @@ class PCFG:
     # ------------------------------------------------------------------ events
     def event_table(self, event: Any) -> Tensor:
         """``symbol:X``: ``[1, S]`` int64, 1 at ``X`` (one placeholder class, as
-        :meth:`annotate` gives); other kinds refused in one line (:data:`NO_EVENTS`)."""
-        if getattr(event, "kind", None) != "symbol":
+        :meth:`annotate` gives). A ``rule`` event has none (:data:`NO_RULE_TABLE`; its
+        registered table is per rule, :func:`rule_table`); other kinds are refused in one line
+        (:data:`NO_EVENTS`)."""
+        kind = getattr(event, "kind", None)
+        if kind == "rule":
+            event.table(self)  # an unknown rule is named first
+            raise EventError(f"{event}: {NO_RULE_TABLE}")
+        if kind != "symbol":
             raise EventError(f"{event}: {NO_EVENTS}")
         return event.table(self)
 
     def event_location(self, event: Any) -> tuple[str, tuple[int, ...]]:
-        """``("symbol", (s,))`` for ``symbol:X`` (the per-symbol KL); others refused."""
+        """``("symbol", (s,))`` for ``symbol:X`` (the per-symbol KL); ``("rule", ())`` for a
+        rule event, which has no place in it (its ``kl_target`` is null); others refused."""
+        if getattr(event, "kind", None) == "rule":
+            event.table(self)  # validates the rule
+            return "rule", ()
         self.event_table(event)  # validates the kind and the name
         return "symbol", (self.alphabet.index(event.symbol),)
 
     def expected_event_count(self, event: Any) -> float:
-        """Expected occurrences of a ``symbol:X`` event per string (from the grammar's
-        expectation matrix: expected uses of each rule times its count of ``X``)."""
+        """Expected occurrences of an event per string, from the grammar's expectation matrix:
+        ``symbol:X``, expected rewrites of each nonterminal times its expected count of ``X``;
+        ``rule:A -> ...``, expected rewrites of ``A`` times the rule's probability."""
+        if getattr(event, "kind", None) == "rule":
+            degrees = event.table(self).cpu().numpy()  # validates the rule
+            probs = np.array([r.prob for r in self.grammar.rules])
+            lhs = np.array([r.lhs for r in self.grammar.rules])
+            return float((self.expected_rewrites()[lhs] * probs * degrees).sum())
         self.event_table(event)  # validates the kind and the symbol
         return float(self.expected_symbol_counts()[self.alphabet.index(event.symbol)])
+
+    def expected_rewrites(self) -> np.ndarray:
+        """``[N]`` float64: expected rewrites of each nonterminal per string,
+        ``(I - M^T)^-1 e_start`` (``M`` the expectation matrix)."""
+        m = self.grammar.expectation_matrix()
+        return np.linalg.solve(np.eye(len(m)) - m.T, np.eye(len(m))[0])
 
     def expected_symbol_counts(self) -> np.ndarray:
         """``[S + 1]`` float64: expected occurrences of each symbol per string, EOS (last) 1.
@@ -257,9 +284,7 @@ class PCFG:
             for s in rule.rhs:
                 if s.terminal:
                     direct[rule.lhs, s.index] += rule.prob
-        m = g.expectation_matrix()
-        visits = np.linalg.solve(np.eye(len(m)) - m.T, np.eye(len(m))[0])  # expected rewrites
-        out = visits @ direct
+        out = self.expected_rewrites() @ direct
         out[-1] = 1.0
         return out
 
@@ -299,6 +324,16 @@ def symbol_table(event: Any, pcfg: PCFG) -> Tensor:
     table = torch.zeros(1, pcfg.num_symbols, dtype=torch.long, device=pcfg.device)
     table[0, pcfg.alphabet.index(event.symbol)] = 1
     return table
+
+
+def rule_table(event: Any, pcfg: PCFG) -> Tensor:
+    """``rule:A -> 'a' B`` on a grammar: its registered table, per rule (a rule event is not
+    counted over symbols): ``[R]`` int64, 1 for the named rule (in ``grammar.rules`` order).
+
+    Raises:
+        EventError: no rule of the grammar is written so (one line).
+    """
+    return torch.from_numpy(rule_degrees(pcfg.grammar, event.fields["rule"]))
 
 
 def load_pcfg(data: Mapping[str, Any], *, source: str | None = None) -> PCFG:

@@ -8,11 +8,14 @@ are not part of the model: the text reader refuses them in one line.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Symbol", "Rule", "Grammar"]
+from cfl_lightning.errors import EventError
+
+__all__ = ["Symbol", "Rule", "Grammar", "rule_degrees"]
 
 
 @dataclass(frozen=True)
@@ -100,3 +103,26 @@ class Grammar:
         rhs = " ".join(f"'{self.alphabet[s.index]}'" if s.terminal else self.nonterminals[s.index]
                        for s in rule.rhs)
         return f"{self.nonterminals[rule.lhs]} -> {rhs}"
+
+
+def _squash(text: str) -> str:
+    """A rule's text without spaces, quotes made single: how rule events are compared."""
+    return re.sub(r"\s+", "", text.replace('"', "'"))
+
+
+def rule_degrees(grammar: Grammar, rule: str) -> np.ndarray:
+    """``[num_rules]`` int64: 1 for the rule written ``rule``, 0 for the others.
+
+    Args:
+        grammar: the grammar.
+        rule: ``A -> 'a' B`` as :meth:`Grammar.rule_text` writes it (the text after ``rule:``
+            of a rule event); spaces and the quote style are not significant.
+
+    Raises:
+        EventError: no rule of the grammar is written so (one line with an example).
+    """
+    hits = [_squash(grammar.rule_text(r)) == _squash(rule) for r in grammar.rules]
+    if not any(hits):
+        raise EventError(f"event rule:{rule}: no such rule (write it as the grammar does, "
+                         f"e.g. rule:{grammar.rule_text(grammar.rules[0])})")
+    return np.array(hits, dtype=np.int64)

@@ -2,10 +2,13 @@
 
 Unconstrained strings come from the top-down sampler
 (:func:`~cfl_lightning.sampling.pcfg.generate_strings`), seeded from the caller's random stream
-(the same stream gives the same strings). ``symbol:X`` events have a count source
+(the same stream gives the same strings); with an event, the sampler sums its count over each
+string's derivation as it draws (the same strings: counting draws nothing). ``symbol:X`` and
+``rule:A -> 'a' B`` events have a count source
 (:class:`~cfl_lightning.sampling.pcfg.event_counts.PCFGEventCounts`: the count law over
 derivations and conditioned generation), so the registered intervention samplers run on a
-grammar; other event kinds are refused in one line.
+grammar; other event kinds are refused in one line. A rule's count is the derivation's, not the
+string's: the counts these corpora carry are the only record of it.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any
 import torch
 
 from cfl_lightning.automata.pcfg.automaton import PCFG
+from cfl_lightning.automata.protocol import counting_table
 from cfl_lightning.progress import Progress
 from cfl_lightning.sampling.corpus import Corpus
 from cfl_lightning.sampling.estimates import Estimate
@@ -29,7 +33,7 @@ PCFG_TOKEN, PCFG_STRING = 4e-6, 2e-5
 
 
 class PCFGBackend:
-    """Unconstrained sampling of one grammar, and its ``symbol:X`` count sources."""
+    """Unconstrained sampling of one grammar, and its ``symbol:X`` and ``rule:`` count sources."""
 
     def __init__(self, pcfg: PCFG) -> None:
         self.pcfg = pcfg
@@ -43,20 +47,16 @@ class PCFGBackend:
         event: Any = None,
         progress: Progress | None = None,
     ) -> Corpus:
-        """``num_strings`` i.i.d. strings; with a ``symbol:X`` event, its realized counts."""
-        table = None if event is None else self.pcfg.event_table(event)  # refuses other kinds
+        """``num_strings`` i.i.d. strings; with an event, each string's count of it (the rule
+        uses, or occurrences of ``X``, summed over the derivation drawn)."""
+        degrees = None if event is None else self.event_counts(event).degrees  # checks the event
         seed = int(torch.randint(0, 2**62, (1,), generator=generator, device=generator.device))
-        corpus = generate_strings(self.pcfg.grammar, int(num_strings), seed=seed)
-        if table is not None:  # realized counts of the event, recounted from the tokens
-            hits = table[0].cpu()[corpus.tokens]
-            owner = torch.repeat_interleave(torch.arange(len(corpus)), corpus.lengths)
-            counts = torch.zeros(len(corpus), dtype=torch.long).index_add_(0, owner, hits)
-            corpus = Corpus(corpus.tokens, corpus.offsets, counts)
+        corpus = generate_strings(self.pcfg.grammar, int(num_strings), seed=seed, degrees=degrees)
         return corpus.to(generator.device)
 
     def event_counts(self, event: Any) -> Any:
-        """The count source of a ``symbol:X`` event (others refused in one line)."""
-        self.pcfg.event_table(event)  # validates the kind and the symbol
+        """The count source of a ``symbol:X`` or ``rule:`` event (others refused in one line)."""
+        counting_table(self.pcfg, event)  # checks the kind and the names
         if self._counts.get(str(event)) is None:
             self._counts[str(event)] = PCFGEventCounts(self.pcfg.grammar, str(event))
         return self._counts[str(event)]

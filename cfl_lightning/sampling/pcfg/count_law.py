@@ -25,12 +25,11 @@ nonterminal children ``c_1 .. c_k`` (and their tails): the conditioned sampler
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 
 import numpy as np
 
-from cfl_lightning.automata.pcfg.grammar import Grammar
+from cfl_lightning.automata.pcfg.grammar import Grammar, rule_degrees
 from cfl_lightning.errors import EventError
 
 __all__ = ["CountSeries", "event_degrees", "count_series", "log_count_law", "expected_count", "lse",
@@ -108,13 +107,7 @@ def event_degrees(grammar: Grammar, event: str) -> np.ndarray:
         return np.array([sum(s.terminal and s.index == x for s in r.rhs) for r in grammar.rules],
                         dtype=np.int64)
     if kind == "rule":
-        def squash(text: str) -> str:
-            return re.sub(r"\s+", "", text.replace('"', "'"))
-        hits = [squash(grammar.rule_text(r)) == squash(name) for r in grammar.rules]
-        if not any(hits):
-            raise EventError(f"event {event}: no such rule (write it as the grammar does, "
-                             f"e.g. rule:{grammar.rule_text(grammar.rules[0])})")
-        return np.array(hits, dtype=np.int64)
+        return rule_degrees(grammar, name)
     raise EventError(f"event {event!r}: a PCFG event is symbol:X or rule:A -> 'a' B")
 
 
