@@ -145,3 +145,64 @@ def test_a_preempted_ensemble_task_is_requeued_and_resumes_from_its_checkpoint(s
     assert "resuming 4 members from" in job_log, job_log[-3000:]
     results = _results(out)
     assert len(results) == 4 and all(r["epochs"] == 40 for r in results.values())
+
+
+GRAMMAR_GRID = """\
+name: grammar
+method: grid
+parameters:
+  seed_everything:
+    values: [0, 1]
+  data.automaton:
+    value: {grammar}
+  data.intervention:
+    value: exact
+  data.event:
+    values: ["symbol:x", "rule:E -> E '+' T"]
+  data.count:
+    value: 40
+  data.num_strings:
+    value: 30
+  data.val_strings:
+    value: 10
+  data.test_strings:
+    value: 10
+  trainer.max_epochs:
+    value: 2
+  model.init_args.param_budget:
+    value: 6000
+  model.init_args.dropout:
+    value: 0.0
+command:
+  - ${{env}}
+  - ${{interpreter}}
+  - -m
+  - cfl_lightning
+  - fit
+  - --config
+  - configs/parity_starfree.yaml
+  - ${{args}}
+"""
+
+
+def test_a_grammar_grid_on_slurm_equals_the_local_runner(slurm, tmp_path):
+    """Issue 50: a grammar's grid (a symbol and a rule event) as a SLURM job array, plain and
+    under ``--ensemble 2``, gives each point the local runner's results.json."""
+    from tests.pcfg_reference import EXPR
+
+    grammar = tmp_path / "expr.pcfg"
+    grammar.write_text(EXPR)
+    (tmp_path / "grid.yaml").write_text(GRAMMAR_GRID.format(grammar=grammar))
+    env = _env(slurm, tmp_path)
+    for extra, name in (((), "plain"), (("--ensemble", "2"), "ensemble")):
+        out, local = tmp_path / f"slurm_{name}", tmp_path / f"local_{name}"
+        proc = _sweep(env, tmp_path, out, "--executor", "slurm", *extra)
+        assert proc.wait(timeout=900) == 0, proc.stderr.read()
+        proc = _sweep(env, tmp_path, local, *extra)
+        assert proc.wait(timeout=900) == 0, proc.stderr.read()
+        cluster, reference = _results(out), _results(local)
+        assert len(cluster) == 4 and cluster.keys() == reference.keys()
+        for point, result in cluster.items():
+            assert _stable(result) == _stable(reference[point]), point
+            assert result["automaton"]["kind"] == "pcfg" and result["realized_count"] == 40
+            assert (result["kl_target"] is None) == result["event"].startswith("rule:")
