@@ -58,13 +58,21 @@ def _strings(corpus):
                  for k in range(len(corpus)))
 
 
-def test_exact_corpora_through_draw_follow_the_conditional_law(tmp_path):
+@pytest.mark.parametrize("count", [
+    pytest.param(0, marks=pytest.mark.slow), pytest.param(2, marks=pytest.mark.slow), 3,
+    pytest.param(5, marks=pytest.mark.slow),
+])
+def test_exact_corpora_through_draw_follow_the_conditional_law(tmp_path, count):
+    """K = 2 strings of the ambiguous grammar under an exact total of ``(``: 0, about the
+    natural total (2 x 0.818), above it, and about 3x natural (5)."""
     g = _load(tmp_path, AMBIGUOUS)
+    assert 2 * expected_event_count(g, Event.parse("symbol:(")) == pytest.approx(18 / 11)
+    draws = 5000 if count == 0 else 1500  # at 0 the wrong grammar's law is closer: more draws
     samples = [_strings(sample_corpus(g, 2, seed=s, intervention="exact", event="symbol:(",
-                                      count=3)) for s in range(1500)]
-    assert _chi(samples, _pairs_law(g.grammar, 3)) > 1e-3
+                                      count=count)) for s in range(draws)]
+    assert _chi(samples, _pairs_law(g.grammar, count)) > 1e-3
     wrong = _load(tmp_path, WRONG, "w.pcfg")
-    assert _chi(samples, _pairs_law(wrong.grammar, 3)) < 1e-6  # negative control
+    assert _chi(samples, _pairs_law(wrong.grammar, count)) < 1e-6  # negative control
 
 
 @pytest.mark.parametrize("kind,count,check", [
