@@ -212,6 +212,19 @@ def test_the_control_is_the_mean_of_the_other_visited_events_of_the_kind(kl, vis
         pytest.approx(expected) if expected is not None else None)
 
 
+def test_a_pushdown_class_target_is_compared_with_the_other_classes():
+    """``class:q/(`` (issue 48 item 4) sits under ``state:q/(`` in a pushdown run's maps: its
+    control is the other classes' mean (``q/-``, ``q/[``), never its own entry."""
+    results = run(event="class:q/(", kl={"a": 1.0})
+    results["kl_unweighted"] = {"state": {"q/(": 0.9, "q/-": 0.1, "q/[": 0.3}}
+    results["kl"] = {"state": {"q/(": 0.45, "q/-": 0.05, "q/[": 0.15}}
+    results["test_visits"] = {"state:q/(": 5, "state:q/-": 5, "state:q/[": 5}
+    results["kl_target"], results["kl_target_unweighted"] = 0.45, 0.9
+    record = record_from_results(results, "r")
+    assert control_value(record, "kl_target_unweighted") == pytest.approx(0.2)
+    assert control_value(record, "kl_target") == pytest.approx(0.1)
+
+
 def test_min_visits_applies_to_the_control_events_too():
     visits = {"symbol:a": 9, "symbol:b": 2, "symbol:c": 9, "symbol:EOS": 9}
     record = record_from_results(run(visits=visits), "r")

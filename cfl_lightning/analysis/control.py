@@ -8,7 +8,8 @@ is the mean of the same measure -- the per-state, per-symbol or per-transition c
 weighted (``kl_target``) or unweighted (``kl_target_unweighted``) -- over the run's *other*
 events of ``E``'s kind (:func:`control_value`):
 
-* every recorded event of that kind (the results' ``kl`` / ``kl_unweighted`` maps) except ``E``;
+* every recorded event of that kind (the results' ``kl`` / ``kl_unweighted`` maps) except ``E``
+  (a pushdown automaton's ``class:STATE/TOP``: every other class, its ``state`` entries);
 * the end of string (``EOS``, a symbol's or a transition's name) is left out: it is not an
   event a corpus can be constrained on;
 * an event is used only where the test strings visit it at least ``max(1, min_visits)`` times
@@ -58,6 +59,17 @@ _COLUMN = {"kl_target": 0, "kl_target_unweighted": 1}
 _NAN = math.nan
 
 
+# event kinds whose one entry sits under another kind's name in the results' maps: a pushdown
+# automaton's ``class:STATE/TOP`` is its per-class ("state") entry ``state:STATE/TOP``
+_KL_PART = {"class": "state"}
+
+
+def _as_entry(event: str) -> str:
+    """The name of ``event``'s entry in a run's per-event maps (``class:q/(`` -> ``state:q/(``)."""
+    kind, _, rest = event.partition(":")
+    return f"{_KL_PART[kind]}:{rest}" if kind in _KL_PART else event
+
+
 def _is_eos(event: str) -> bool:
     """``symbol:EOS``, ``transition:q0:EOS``: the end of string, never a target of a corpus."""
     return event.rsplit(":", 1)[-1] == EOS
@@ -76,11 +88,12 @@ def control_value(record: RunRecord, metric: str, min_visits: int = 1) -> float 
         raise ValueError(f"a control exists for {' and '.join(CONTROL_METRICS)}, not {metric!r}")
     if record.event is None or not record.target_kl:
         return None
-    kind, column = event_kind(record.event), _COLUMN[metric]
+    target = _as_entry(record.event)
+    kind, column = event_kind(target), _COLUMN[metric]
     visits, need = record.test_visits or {}, max(1, min_visits)
     values = []
     for event, pair in record.target_kl.items():
-        if event == record.event or event_kind(event) != kind or _is_eos(event):
+        if event == target or event_kind(event) != kind or _is_eos(event):
             continue
         seen = visits.get(event)
         if pair[column] is not None and (seen is None or seen >= need):
