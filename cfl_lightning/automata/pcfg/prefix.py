@@ -157,11 +157,17 @@ def _every_split(plan: _Plan, left: Tensor, right: Tensor) -> Tensor:
     return out
 
 
-def _one_split(rules: _Rules, left: Tensor, right: Tensor, out: Tensor) -> None:
-    """Add ``P(A -> B C) left[..., B] right[..., C]`` to ``out[..., A]`` (``[..., M]`` each)."""
-    if rules.parent.numel():
-        prod = left[..., rules.left] * right[..., rules.right] * rules.weight
-        out.index_add_(-1, rules.parent, prod)
+def _one_split(parent: Tensor, fixed: Tensor, child: Tensor, varying: Tensor, out: Tensor) -> None:
+    """Add one split's products to ``out[..., parent[r]]`` (``[..., M]``).
+
+    Args:
+        parent: ``[R']`` int64.
+        fixed: ``[..., R']``: the weight times the width-1 child's scaled lexical weight,
+            computed once per batch.
+        child: ``[R']`` int64, the other child; varying: ``[..., M]`` its inside weights.
+    """
+    if parent.numel():
+        out.index_add_(-1, parent, fixed * varying.index_select(-1, child))
 
 
 def _charts(plan: _Plan, tokens: Tensor) -> tuple[Tensor, Tensor]:
@@ -178,17 +184,21 @@ def _charts(plan: _Plan, tokens: Tensor) -> tuple[Tensor, Tensor]:
     b, n = tokens.shape
     m = plan.lexical.shape[0]
     lex = plan.lexical.T[tokens].transpose(0, 1)  # [n, B, M]
-    scale = lex.amax(dim=-1, keepdim=True).clamp_min(torch.finfo(torch.float64).tiny)
-    fwd = torch.zeros(n, b, m, n, dtype=torch.float64, device=tokens.device)
-    bwd = torch.zeros_like(fwd)
-    fwd[..., 0] = lex / scale
+    lex = lex / lex.amax(dim=-1, keepdim=True).clamp_min(torch.finfo(torch.float64).tiny)
+    fwd = torch.empty(n, b, m, n, dtype=torch.float64, device=tokens.device)
+    bwd = torch.empty_like(fwd)  # the cells of no span (start + width > n) are never read
+    fwd[..., 0] = lex
     if n:
-        bwd[..., n - 1] = fwd[..., 0]
+        bwd[..., n - 1] = lex
+    first = lex[..., plan.first.left] * plan.first.weight  # [n, B, R_first]: left width 1
+    last = lex[..., plan.last.right] * plan.last.weight  # [n, B, R_last]: right width 1
     for width in range(2, n + 1):
         i = n - width + 1  # starts
         out = _every_split(plan, fwd[:i, :, :, : width - 1], bwd[width - 1:, :, :, i:])
-        _one_split(plan.first, fwd[:i, :, :, 0], fwd[1: i + 1, :, :, width - 2], out)
-        _one_split(plan.last, fwd[:i, :, :, width - 2], fwd[width - 1:, :, :, 0], out)
+        _one_split(plan.first.parent, first[:i], plan.first.right,
+                   fwd[1: i + 1, :, :, width - 2], out)
+        _one_split(plan.last.parent, last[width - 1:], plan.last.left,
+                   fwd[:i, :, :, width - 2], out)
         fwd[:i, :, :, width - 1] = out
         bwd[width - 1:, :, :, n - width] = out
     return fwd, bwd
@@ -211,7 +221,10 @@ def inside(nf: NormalForm, tokens: Tensor, dense: bool | None = None) -> Tensor:
     fwd, _ = _charts(plan, tokens)
     back = torch.empty_like(plan.order)
     back[plan.order] = torch.arange(plan.order.numel(), device=back.device)
-    return fwd.permute(1, 0, 3, 2)[..., back]
+    n = tokens.shape[1]
+    span = torch.arange(n, device=tokens.device)
+    real = (span[:, None] + span[None, :] < n)[None, :, :, None]  # start + width - 1 < n
+    return torch.where(real, fwd.permute(1, 0, 3, 2)[..., back], 0.0)
 
 
 def _prefix_weights(plan: _Plan, bwd: Tensor) -> Tensor:
