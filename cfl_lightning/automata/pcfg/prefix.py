@@ -50,9 +50,9 @@ from cfl_lightning.errors import CflError
 __all__ = ["inside", "next_symbol_laws", "DENSE_FACTOR"]
 
 #: the dense ``O(n^3)`` path is taken when ``|B| |C| <= DENSE_FACTOR * R_w`` (module
-#: docstring): on one CPU core a BLAS multiply-add of the dense path cost about a tenth of a
-#: gathered sparse product (``benchmarks/bench_pcfg_laws.py``)
-DENSE_FACTOR = 8
+#: docstring): on one CPU core a multiply-add of the dense path cost a seventh (one 562-symbol
+#: string) to a quarter (64 strings of 40) of one gathered product of the sparse path
+DENSE_FACTOR = 6
 
 
 @dataclass(frozen=True)
