@@ -103,6 +103,10 @@ def _plan(nf: NormalForm, dense: bool | None) -> _Plan:
         nf: the normal form.
         dense: force the dense (``True``) or sparse (``False``) ``O(n^3)`` path; ``None``: by
             the cost rule ``|B| |C| <= DENSE_FACTOR * R_w``.
+
+    Returns:
+        The plan: ``B`` (left children of the two-wide-children rules) first, then ``C`` (their
+        right children), overlapping where a nonterminal is both; the other nonterminals after.
     """
     m, dev = nf.num_nonterminals, nf.weight.device
     wide = torch.zeros(m, dtype=torch.bool, device=dev)
@@ -215,7 +219,7 @@ def inside(nf: NormalForm, tokens: Tensor, dense: bool | None = None) -> Tensor:
 
     Returns:
         ``[B, n, n, M]`` float64, indexed ``[b, start, width - 1, A]``: ``beta / prod s_t``
-        over the span.
+        over the span (0 where ``start + width > n``).
     """
     plan = _plan(nf, dense)
     fwd, _ = _charts(plan, tokens)
