@@ -15,10 +15,14 @@ vectorized over the batch and the span starts) and ``G = left_corner @ lexical``
 * the law after ``k`` symbols: ``P(a | w_1..w_k) ∝ nu_k @ G[:, a]`` and ``P(EOS | w_1..w_k)
   ∝ beta[1, k, start]``; the normaliser is the prefix probability of ``w_1 .. w_k``.
 
-Chart layout and cost. The inside probabilities are kept twice, as ``[B, start, A, width]``
-and ``[B, end, A, n - width]``: at each width the left children of every split (start ``i``,
-widths ``1 .. w-1``) and the right children (end ``i + w - 1``, widths ``w-1 .. 1``) are then
-strided views whose last axis runs over the splits, so no per-split gather is built. A
+Chart layout and cost. The inside probabilities are kept as ``[width, start, B, A]`` (each
+width written in one contiguous block; the one-split rules and the ``nu`` pass read it), and
+for the children ``B``, ``C`` of the two-wide-children rules (below) twice more, as ``[start,
+B, A in B, width]`` and ``[end, B, A in C, n - width]``: at each width the left children of
+every split (start ``i``, widths ``1 .. w-1``) and the right children (end ``i + w - 1``,
+widths ``w-1 .. 1``) are then strided views whose last axis runs over the splits, so no
+per-split gather is built (the strided writes, one element a cache line, cost ``|B| + |C|``
+per span, not ``2 M``). A
 *narrow* nonterminal (the parent of no binary rule) spans one symbol only; a rule with a narrow
 left (right) child is summed at its one split, left width 1 (right width 1), in ``O(n^2)``.
 Only the ``R_w`` rules whose two children are both wide cost ``O(n^3)``: per string of length
@@ -76,7 +80,8 @@ class _Plan:
         rules: every binary rule (the ``nu`` pass).
         first: the rules with a narrow left child (one split: left width 1).
         last: the rules with a wide left and a narrow right child (one split: right width 1).
-        wide: the rules with two wide children (every split).
+        wide: the rules with two wide children (every split); their ``left`` and ``right``
+            count from the start of ``B`` and of ``C``.
         table: ``[|B| |C|, M]`` weights of ``wide`` by (left, right) pair on the dense path,
             else ``None``.
         lefts, rights: the plan indices of ``B`` and ``C`` (contiguous).
@@ -120,31 +125,28 @@ def _plan(nf: NormalForm, dense: bool | None) -> _Plan:
     b, c0 = slice(0, len(lefts)), len(lefts - rights)
     c = slice(c0, c0 + len(rights))
 
-    def rules(mask: Tensor) -> _Rules:
-        return _Rules(pos[nf.parent[mask]], pos[nf.left[mask]], pos[nf.right[mask]],
-                      nf.weight[mask])
+    def rules(mask: Tensor, left: int = 0, right: int = 0) -> _Rules:
+        return _Rules(pos[nf.parent[mask]], pos[nf.left[mask]] - left,
+                      pos[nf.right[mask]] - right, nf.weight[mask])
 
     narrow_left = ~wide[nf.left]
     if dense is None:
         dense = len(lefts) * len(rights) <= DENSE_FACTOR * int(both.sum())
-    table = None
+    table, w = None, rules(both, b.start, c.start)
     if dense:
-        w = rules(both)
         table = torch.zeros(len(lefts) * len(rights), m, dtype=torch.float64, device=dev)
-        pair = (w.left - b.start) * len(rights) + (w.right - c.start)
-        table.index_put_((pair, w.parent), w.weight, accumulate=True)
+        table.index_put_((w.left * len(rights) + w.right, w.parent), w.weight, accumulate=True)
     return _Plan(order_t, nf.lexical[order_t], nf.left_corner[order_t][:, order_t],
                  nf.first_symbol[order_t], int(pos[0]), rules(torch.ones_like(both)),
-                 rules(narrow_left), rules(~narrow_left & ~wide[nf.right]), rules(both),
-                 table, b, c)
+                 rules(narrow_left), rules(~narrow_left & ~wide[nf.right]), w, table, b, c)
 
 
 def _every_split(plan: _Plan, left: Tensor, right: Tensor) -> Tensor:
     """The wide rules summed over every split of every span of one width.
 
     Args:
-        left: ``[i, B, M, m]`` (start, string, child, split): the left child's inside weight.
-        right: ``[i, B, M, m]``: the right child's, same splits.
+        left: ``[i, B, |B|, m]`` (start, string, child, split): the left child's inside weight.
+        right: ``[i, B, |C|, m]``: the right child's, same splits.
 
     Returns:
         ``[i, B, M]`` per parent.
@@ -152,7 +154,7 @@ def _every_split(plan: _Plan, left: Tensor, right: Tensor) -> Tensor:
     i, b, m = left.shape[0], left.shape[1], plan.lexical.shape[0]
     w = plan.wide
     if plan.table is not None:
-        pairs = left[:, :, plan.lefts] @ right[:, :, plan.rights].transpose(-1, -2)
+        pairs = left @ right.transpose(-1, -2)  # [i, B, |B|, |C|]
         return pairs.reshape(i, b, -1) @ plan.table
     out = torch.zeros(i, b, m, dtype=torch.float64, device=left.device)
     if w.parent.numel():
@@ -174,38 +176,42 @@ def _one_split(parent: Tensor, fixed: Tensor, child: Tensor, varying: Tensor, ou
         out.index_add_(-1, parent, fixed * varying.index_select(-1, child))
 
 
-def _charts(plan: _Plan, tokens: Tensor) -> tuple[Tensor, Tensor]:
-    """Scaled inside weights of every span, by start and by end (module docstring).
+def _chart(plan: _Plan, tokens: Tensor) -> Tensor:
+    """Scaled inside weights of every span (module docstring: layout).
 
     Args:
         plan: the reordered normal form.
         tokens: ``[B, n]`` int64.
 
     Returns:
-        ``fwd[start, b, A, width - 1]`` and ``bwd[end, b, A, n - width]``, ``[n, B, M, n]``
-        float64 each, plan order: ``beta / prod s_t`` over the span.
+        ``[n, n, B, M]`` float64 indexed ``[width - 1, start, b, A]`` (plan order): ``beta /
+        prod s_t`` over the span; the cells of no span (``start + width > n``) are left unset.
     """
     b, n = tokens.shape
-    m = plan.lexical.shape[0]
+    m, lefts, rights = plan.lexical.shape[0], plan.lefts, plan.rights
     lex = plan.lexical.T[tokens].transpose(0, 1)  # [n, B, M]
     lex = lex / lex.amax(dim=-1, keepdim=True).clamp_min(torch.finfo(torch.float64).tiny)
-    fwd = torch.empty(n, b, m, n, dtype=torch.float64, device=tokens.device)
-    bwd = torch.empty_like(fwd)  # the cells of no span (start + width > n) are never read
-    fwd[..., 0] = lex
+    chart = torch.empty(n, n, b, m, dtype=torch.float64, device=tokens.device)
+    by_start = torch.empty(n, b, lefts.stop - lefts.start, n, dtype=torch.float64,
+                           device=tokens.device)
+    by_end = torch.empty(n, b, rights.stop - rights.start, n, dtype=torch.float64,
+                         device=tokens.device)  # the cells of no span are never read
     if n:
-        bwd[..., n - 1] = lex
+        chart[0] = lex
+        by_start[..., 0] = lex[..., lefts]
+        by_end[..., n - 1] = lex[..., rights]
     first = lex[..., plan.first.left] * plan.first.weight  # [n, B, R_first]: left width 1
     last = lex[..., plan.last.right] * plan.last.weight  # [n, B, R_last]: right width 1
     for width in range(2, n + 1):
         i = n - width + 1  # starts
-        out = _every_split(plan, fwd[:i, :, :, : width - 1], bwd[width - 1:, :, :, i:])
-        _one_split(plan.first.parent, first[:i], plan.first.right,
-                   fwd[1: i + 1, :, :, width - 2], out)
-        _one_split(plan.last.parent, last[width - 1:], plan.last.left,
-                   fwd[:i, :, :, width - 2], out)
-        fwd[:i, :, :, width - 1] = out
-        bwd[width - 1:, :, :, n - width] = out
-    return fwd, bwd
+        out = _every_split(plan, by_start[:i, :, :, : width - 1], by_end[width - 1:, :, :, i:])
+        _one_split(plan.first.parent, first[:i], plan.first.right, chart[width - 2, 1: i + 1],
+                   out)
+        _one_split(plan.last.parent, last[width - 1:], plan.last.left, chart[width - 2, :i], out)
+        chart[width - 1, :i] = out
+        by_start[:i, :, :, width - 1] = out[..., lefts]
+        by_end[width - 1:, :, :, n - width] = out[..., rights]
+    return chart
 
 
 def inside(nf: NormalForm, tokens: Tensor, dense: bool | None = None) -> Tensor:
@@ -222,34 +228,36 @@ def inside(nf: NormalForm, tokens: Tensor, dense: bool | None = None) -> Tensor:
         over the span (0 where ``start + width > n``).
     """
     plan = _plan(nf, dense)
-    fwd, _ = _charts(plan, tokens)
+    chart = _chart(plan, tokens)
     back = torch.empty_like(plan.order)
     back[plan.order] = torch.arange(plan.order.numel(), device=back.device)
     n = tokens.shape[1]
     span = torch.arange(n, device=tokens.device)
     real = (span[:, None] + span[None, :] < n)[None, :, :, None]  # start + width - 1 < n
-    return torch.where(real, fwd.permute(1, 0, 3, 2)[..., back], 0.0)
+    return torch.where(real, chart.permute(2, 1, 0, 3)[..., back], 0.0)
 
 
-def _prefix_weights(plan: _Plan, bwd: Tensor) -> Tensor:
+def _prefix_weights(plan: _Plan, chart: Tensor) -> Tensor:
     """``nu_k`` for ``k = 0 .. n`` (module docstring), scaled as the chart.
 
     Args:
         plan: the reordered normal form.
-        bwd: ``[n, B, M, n]`` the chart by end.
+        chart: ``[n, n, B, M]`` the chart (:func:`_chart`).
 
     Returns:
         ``[n + 1, B, M]`` float64.
     """
-    n, b, m, _ = bwd.shape
+    n, _, b, m = chart.shape
     r = plan.rules
-    nu = torch.zeros(n + 1, b, m, dtype=torch.float64, device=bwd.device)
+    cells = chart.reshape(n * n, b, m)  # a view: cell (width - 1) * n + start
+    starts = torch.arange(n, device=chart.device)
+    nu = torch.zeros(n + 1, b, m, dtype=torch.float64, device=chart.device)
     nu[0, :, plan.start] = 1.0
-    mu = torch.zeros(b, m, n, dtype=torch.float64, device=bwd.device)  # mu_i at [:, :, i]
+    mu = torch.zeros(n, b, m, dtype=torch.float64, device=chart.device)  # mu_i at [i]
     for k in range(1, n + 1):
-        mu[:, :, k - 1] = nu[k - 1] @ plan.left_corner
-        spans = bwd[k - 1, :, :, n - k:]  # [B, M, k]: the spans from each start to k - 1
-        prod = (mu[:, r.parent, :k] * spans[:, r.left]).sum(dim=-1) * r.weight  # [B, R]
+        mu[k - 1] = nu[k - 1] @ plan.left_corner
+        spans = cells[(k - 1 - starts[:k]) * n + starts[:k]]  # [k, B, M]: each start to k - 1
+        prod = (mu[:k, :, r.parent] * spans[..., r.left]).sum(dim=0) * r.weight  # [B, R]
         nu[k].index_add_(-1, r.right, prod)
     return nu
 
@@ -274,11 +282,11 @@ def next_symbol_laws(
     """
     b, n = tokens.shape
     plan = _plan(nf, dense)
-    fwd, bwd = _charts(plan, tokens)
-    numer = (_prefix_weights(plan, bwd) @ plan.first_symbol).transpose(0, 1)  # [B, n + 1, S]
+    chart = _chart(plan, tokens)
+    numer = (_prefix_weights(plan, chart) @ plan.first_symbol).transpose(0, 1)  # [B, n + 1, S]
     ends = torch.zeros(b, n + 1, dtype=torch.float64, device=tokens.device)
     if n:
-        ends[:, 1:] = fwd[0, :, plan.start]
+        ends[:, 1:] = chart[:, 0, :, plan.start].T
     laws = torch.cat([numer, ends[..., None]], dim=-1)
     total = laws.sum(dim=-1, keepdim=True)
     rows = torch.arange(n + 1, device=tokens.device)[None, :] <= lengths[:, None]
