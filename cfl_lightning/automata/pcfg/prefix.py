@@ -251,13 +251,14 @@ def _prefix_weights(plan: _Plan, chart: Tensor) -> Tensor:
     r = plan.rules
     cells = chart.reshape(n * n, b, m)  # a view: cell (width - 1) * n + start
     starts = torch.arange(n, device=chart.device)
+    to_rules = plan.left_corner[:, r.parent] * r.weight  # [M, R]: mu[X] P(X -> B C)
     nu = torch.zeros(n + 1, b, m, dtype=torch.float64, device=chart.device)
     nu[0, :, plan.start] = 1.0
-    mu = torch.zeros(n, b, m, dtype=torch.float64, device=chart.device)  # mu_i at [i]
+    mu = torch.zeros(n, b, r.weight.numel(), dtype=torch.float64, device=chart.device)
     for k in range(1, n + 1):
-        mu[k - 1] = nu[k - 1] @ plan.left_corner
-        spans = cells[(k - 1 - starts[:k]) * n + starts[:k]]  # [k, B, M]: each start to k - 1
-        prod = (mu[:k, :, r.parent] * spans[..., r.left]).sum(dim=0) * r.weight  # [B, R]
+        mu[k - 1] = nu[k - 1] @ to_rules  # mu_(k-1)[parent of r] P(r), per rule
+        spans = cells.index_select(0, (k - 1 - starts[:k]) * n + starts[:k])  # [k, B, M]
+        prod = (mu[:k] * spans.index_select(-1, r.left)).sum(dim=0)  # [B, R], start k - 1 on
         nu[k].index_add_(-1, r.right, prod)
     return nu
 
