@@ -15,18 +15,17 @@ vectorized over the batch and the span starts) and ``G = left_corner @ lexical``
 * the law after ``k`` symbols: ``P(a | w_1..w_k) ∝ nu_k @ G[:, a]`` and ``P(EOS | w_1..w_k)
   ∝ beta[1, k, start]``; the normaliser is the prefix probability of ``w_1 .. w_k``.
 
-Chart layout and cost. The inside probabilities are kept as ``[width, start, B, A]`` (each
-width written in one contiguous block; the one-split rules and the ``nu`` pass read it), and
-for the children ``B``, ``C`` of the two-wide-children rules (below) twice more, as ``[start,
-B, A in B, width]`` and ``[end, B, A in C, n - width]``: at each width the left children of
-every split (start ``i``, widths ``1 .. w-1``) and the right children (end ``i + w - 1``,
-widths ``w-1 .. 1``) are then strided views whose last axis runs over the splits, so no
-per-split gather is built (the strided writes, one element a cache line, cost ``|B| + |C|``
-per span, not ``2 M``). A
-*narrow* nonterminal (the parent of no binary rule) spans one symbol only; a rule with a narrow
-left (right) child is summed at its one split, left width 1 (right width 1), in ``O(n^2)``.
-Only the ``R_w`` rules whose two children are both wide cost ``O(n^3)``: per string of length
-``n`` about ``n^3 / 6`` (start, split) pairs, each costing
+Chart layout and cost. A *narrow* nonterminal (the parent of no binary rule) spans one symbol
+only; a rule with a narrow left (right) child is summed at its one split, left width 1 (right
+width 1), in ``O(n^2)``. Only the ``R_w`` rules whose two children are both wide cost
+``O(n^3)``: per string of length ``n`` about ``n^3 / 6`` (start, split) pairs. The inside
+probabilities are kept as ``[width, start, string, A]`` (each width written in one contiguous
+block; the one-split rules and the ``nu`` pass read it), and those of the children ``B``, ``C``
+of the ``R_w`` rules twice more, as ``[start, string, A in B, width]`` and ``[end, string, A in
+C, n - width]``: at each width the left children of every split (start ``i``, widths ``1 ..
+w-1``) and the right children (end ``i + w - 1``, widths ``w-1 .. 1``) are then strided views
+whose last axis runs over the splits, so no per-split gather is built (the strided writes, one
+element a cache line, cost ``|B| + |C|`` per span). Each pair costs
 
 * dense, when ``|B| |C| <= DENSE_FACTOR * R_w`` (``B``, ``C``: the distinct left and right
   children of those rules, contiguous after an internal reordering of the nonterminals): the
