@@ -93,3 +93,24 @@ def test_a_pfsa_refuses_them_in_one_line():
     for spec in ("pop:X", "class:q/X"):
         with pytest.raises(EventError, match="need a pushdown automaton"):
             parity_starfree_pfsa().event_table(Event.parse(spec))
+
+
+def test_the_sample_command_takes_them_and_names_an_unknown_class(tmp_path):
+    """The file's declared names are checked before the automaton is built: a class is
+    ``STATE/TOP`` for ``class:`` as for ``transition:`` (``class:q/(`` was refused as an unknown
+    state)."""
+    import json
+
+    from tests.helpers import run_cli
+
+    path = tmp_path / "dyck2.json"
+    path.write_text(json.dumps(DYCK2))
+    out = tmp_path / "c.jsonl"
+    for spec in ("class:q/(", "pop:["):
+        result = run_cli("sample", "--automaton", path, "--intervention", "exact", "--event", spec,
+                         "--count", 12, "--num-strings", 20, "--seed", 0, "--output", out)
+        assert result.returncode == 0, result.stderr
+    bad = run_cli("sample", "--automaton", path, "--intervention", "exact", "--event", "class:q",
+                  "--count", 3, "--num-strings", 5, "--seed", 0, "--output", tmp_path / "b.jsonl")
+    assert bad.returncode == 2 and "unknown class 'q'" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1 and not (tmp_path / "b.jsonl").exists()

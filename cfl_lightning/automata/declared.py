@@ -111,6 +111,10 @@ def declared_names(data: Mapping[str, Any], kind: str) -> Declared | None:
     return Declared(kind, states, alphabet, stack)
 
 
+# event kinds whose ``state`` field names a pushdown automaton's class (``STATE/TOP``)
+_CLASS_NAMED = ("transition", "class")
+
+
 def check_event_names(declared: Declared, event: Any) -> None:
     """Refuse an event whose names the file does not declare (before the automaton is built).
 
@@ -124,11 +128,11 @@ def check_event_names(declared: Declared, event: Any) -> None:
     """
     state, symbol, stack = (getattr(event, f, None) for f in ("state", "symbol", "stack"))
     if state is not None:
-        if declared.stack is not None and event.kind == "transition":
+        if declared.stack is not None and event.kind in _CLASS_NAMED:
             if state not in declared.classes:
                 raise EventError(
-                    f"event {event}: unknown class {state!r} (pushdown transitions are named "
-                    "transition:STATE/TOP:SYMBOL, STATE/- on the empty stack)"
+                    f"event {event}: unknown class {state!r} (a pushdown automaton's classes "
+                    "are named STATE/TOP, STATE/- on the empty stack)"
                 )
         elif state not in declared.states:
             raise EventError(f"event {event}: unknown state {state!r}")
