@@ -114,3 +114,21 @@ def test_the_sample_command_takes_them_and_names_an_unknown_class(tmp_path):
                   "--count", 3, "--num-strings", 5, "--seed", 0, "--output", tmp_path / "b.jsonl")
     assert bad.returncode == 2 and "unknown class 'q'" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1 and not (tmp_path / "b.jsonl").exists()
+
+
+def test_dyck_with_a_neutral_symbol_keeps_the_brackets_law():
+    """``dyck --neutral-prob nu``: x keeps the stack; the expected length is ``B + (B + 1) nu /
+    (1 - nu)``; a string with x's inserted has the bracket string's
+    probability without x (same seed) times ``nu^#x (1 - nu)^(brackets + 1)`` (the reference's
+    walk); nu = 0 is the automaton without x itself."""
+    from cfl_lightning.automata.pushdown.generators import dyck_pda
+
+    plain, noisy = dyck_pda(2, 5), dyck_pda(2, 5, neutral_prob=0.25)
+    assert dyck_pda(2, 5, neutral_prob=0.0) == plain and noisy.alphabet[-1] == "x"
+    b = float(plain.expected_length())
+    assert float(noisy.expected_length()) == pytest.approx(b + (b + 1) / 3, rel=1e-9)
+    for s in ref.enumerate_pda(plain.to_dict(), 6).strings:  # x's inserted anywhere: the
+        for at in range(len(s.symbols) + 1):                 # brackets' law times nu^#x
+            with_x = s.symbols[:at] + ("x", "x") + s.symbols[at:]
+            expected = s.prob * 0.25**2 * 0.75 ** (len(s.symbols) + 1)
+            assert ref.string_prob(noisy.to_dict(), list(with_x)) == pytest.approx(expected)

@@ -197,6 +197,10 @@ for _entry in (
             GeneratorParam(
                 "final_weight", "probability", 0.5, "ending probability on the empty stack"
             ),
+            GeneratorParam(
+                "neutral_prob", "probability", 0.0,
+                "probability of a neutral symbol x (keeps the stack) at every step; 0: none",
+            ),
         ),
     ),
     Generator(

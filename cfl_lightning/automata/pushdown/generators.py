@@ -35,6 +35,7 @@ def dyck_pda(
     concentration: float = 1.0,
     close_prob: float = 0.6,
     final_weight: float = 0.5,
+    neutral_prob: float = 0.0,
 ) -> PushdownAutomaton:
     """Dyck-``k``: well-nested strings over ``k`` bracket types, one state ``q``.
 
@@ -48,18 +49,29 @@ def dyck_pda(
     ``1 / (2 close_prob - 1)`` steps in expectation, and ``final_weight > 0`` ends the string
     after a geometric number of top-level brackets: expected length
     ``(1 - f) / f * 2 close_prob / (2 close_prob - 1)`` with ``f = final_weight``.
+
+    With ``neutral_prob = nu > 0`` a neutral symbol ``x`` (last in the alphabet; it keeps the
+    stack) is read at every step with probability ``nu`` and every other weight is scaled by
+    ``1 - nu``: each bracket and the end are preceded by a geometric number of ``x`` (mean
+    ``nu / (1 - nu)``), so the expected length is ``B + (B + 1) nu / (1 - nu)`` with ``B`` the
+    length above. The brackets' law is unchanged and the string's length is no longer twice its
+    brackets' pops (so a corpus's size and its count of one bracket can be set apart). The same
+    seed draws the same bracket weights whatever ``nu``; ``nu = 0`` is the automaton without ``x``.
     """
     k = _integer(k, "k", 1)
     rng = np.random.default_rng(_seed(seed, "seed"))
     concentration = _real(concentration, "concentration", 0.0, np.inf, open_low=True)
     close_prob = _real(close_prob, "close_prob", 0.5, 1.0, open_low=True)
     final_weight = _real(final_weight, "final_weight", 0.0, 1.0, open_low=True)
+    neutral = _real(neutral_prob, "neutral_prob", 0.0, 1.0)
+    if neutral >= 1.0:
+        raise PDAError(f"neutral_prob must be below 1, got {neutral_prob}")
     if close_prob <= 0.5:  # _real's open_low excludes 0.5 itself
         raise PDAError(f"close_prob must be above 0.5, got {close_prob}")
     names = bracket_names(k)
     opens, closes = [o for o, _ in names], [c for _, c in names]
-    alphabet = [s for pair in names for s in pair]
-    shape = (1, k + 1, 2 * k)
+    alphabet = [s for pair in names for s in pair] + (["x"] if neutral > 0 else [])
+    shape = (1, k + 1, len(alphabet))
     target = torch.zeros(shape, dtype=torch.long)
     action = torch.full(shape, KEEP, dtype=torch.long)
     weights = torch.zeros(shape, dtype=torch.float64)
@@ -75,7 +87,10 @@ def dyck_pda(
                 action[0, t, 2 * i + 1] = POP
             else:
                 target[0, t, 2 * i + 1] = -1
-    final = torch.tensor([final_weight], dtype=torch.float64)
+    if neutral > 0:  # x keeps the stack (action KEEP, target q) at every top
+        weights[..., : 2 * k] *= 1 - neutral
+        weights[..., 2 * k] = neutral
+    final = torch.tensor([final_weight * (1 - neutral)], dtype=torch.float64)
     del closes
     return PushdownAutomaton(["q"], alphabet, opens, target, action, weights, final, 0)
 
