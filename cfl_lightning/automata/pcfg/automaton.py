@@ -223,7 +223,7 @@ class PCFG:
         nf = self.normal_form if device == self._device else normal_form(self.grammar, device)
         tokens, offsets = tokens.to(device).long(), offsets.to(device).long()
         lengths = offsets[1:] - offsets[:-1]
-        cost = check_law_cost(self.normal_form, lengths, LAW_CHUNK_CELLS, device)
+        cost = self.check_laws(lengths, device)
         label = f"grammar laws (~{cost.describe()} estimated)"
         bar = Progress(len(lengths), label, enabled=None if cost.seconds >= LONG_LAWS else False)
         out = torch.zeros(tokens.numel() + lengths.numel(), self.num_symbols + 1,
@@ -245,6 +245,17 @@ class PCFG:
                 bar.update(len(chunk))
         bar.close()
         return out
+
+    def check_laws(self, lengths: Tensor, device: torch.device | str = "cpu") -> LawCost:
+        """:meth:`law_cost`, refused in one line when the laws' peak memory exceeds the memory
+        available on ``device`` (``CFL_LIGHTNING_MEMORY_LIMIT`` overrides it): what
+        :meth:`position_laws` checks first, and a data module as soon as a corpus is drawn
+        (before it is cached).
+
+        Raises:
+            SizeError: the one line, with the estimate.
+        """
+        return check_law_cost(self.normal_form, lengths, LAW_CHUNK_CELLS, device)
 
     def law_cost(self, lengths: Tensor) -> LawCost:
         """The estimated CPU time and peak memory of :meth:`position_laws` on strings of these
