@@ -53,6 +53,7 @@ from cfl_lightning.data.batching import (
     BatchDataset,
     BatchOrderSampler,
     TokenizedCorpus,
+    check_laws,
     derive_seed,
     length_batches,
     tensorize,
@@ -329,27 +330,12 @@ class PFADataModule(L.LightningDataModule):
 
     def _cached(self, plan: SplitPlan) -> tuple[Corpus, bool]:
         """``(corpus, cache hit)`` of ``plan``: read from the cache, or drawn, checked
-        (:meth:`_check_laws`) and written."""
+        (:func:`~cfl_lightning.data.batching.check_laws`) and written."""
         if plan.num_strings == 0:  # an empty split: nothing to sample or cache
             return plan.draw(self.automaton, self.device, self.stake), False
         key = corpus_key(self.automaton, **plan.key_arguments(self.device))
-        return cached_corpus(
-            self.cache_path, key,
-            lambda: self._check_laws(plan.draw(self.automaton, self.device, self.stake)),
-        )
-
-    def _check_laws(self, corpus: Corpus) -> Corpus:
-        """``corpus``, once the exact laws of its positions are known to fit in memory.
-
-        A kind without position classes computes the law at every position when the corpus
-        is tensorized (a grammar: ``O(n^2)`` memory, ``O(n^3)`` time per string); its
-        ``check_laws(lengths, device)`` estimates them from the drawn lengths and refuses in
-        one line what does not fit, before the corpus is cached or anything is computed.
-        """
-        check = getattr(self.automaton, "check_laws", None)
-        if check is not None and not automaton_kind(self.automaton.kind).position_classes:
-            check(corpus.lengths, self.device)
-        return corpus
+        return cached_corpus(self.cache_path, key, lambda: check_laws(
+            plan.draw(self.automaton, self.device, self.stake), self.automaton, self.device))
 
     def _read(self, split: str) -> tuple[Corpus, bool]:
         """``split``'s strings (the test ones followed by the targeted ones) and a cache hit."""
