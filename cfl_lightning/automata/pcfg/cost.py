@@ -25,7 +25,9 @@ float64, and their float32 copy) plus the largest chunk's chart (``[n, n, b, M]`
 copies by start and by end (``[n, b, |B| or |C|, n]``), the ``nu`` pass (``[n, b, R]`` and
 ``[n + 1, b, M]``) and the temporaries of one width (on the sparse path three ``[i, b, R_w,
 m]`` arrays, ``i m <= n^2 / 4``; on the dense path the contiguous copies of the children and
-the pair products).
+the pair products), plus :data:`FIXED_BYTES`. Every array is counted whole, as if every page
+were touched (with transparent huge pages they are: a fresh process's resident memory then grew
+by 215 MB on one 2,000-symbol string, 131 MB without them; estimated 224 MB).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from cfl_lightning.errors import SizeError
 from cfl_lightning.memory import MEMORY_LIMIT_ENV, format_bytes, host_available, limit_from_env
 
 __all__ = ["LawCost", "ChartShape", "chart_shape", "law_cost", "check_law_cost",
-           "PAIR_DENSE", "PAIR_SPARSE", "SPAN_UNIT", "STEP", "CALL"]
+           "PAIR_DENSE", "PAIR_SPARSE", "SPAN_UNIT", "STEP", "CALL", "FIXED_BYTES"]
 
 # CPU seconds (one thread), from benchmarks/bench_estimates.py on the project's CPU machine:
 PAIR_DENSE = 0.3e-9  # one multiply-add of a batched small matrix product (the dense path)
@@ -49,6 +51,9 @@ PAIR_SPARSE = 3.5e-9  # one gathered product of the sparse O(n^3) path
 SPAN_UNIT = 3.5e-9  # one gathered product of the other O(n^2) terms, per span
 STEP = 5.0e-5  # one Python step (a width of the chart, a prefix length of the nu pass)
 CALL = 1.0e-3  # one chunk: the plan, the laws, the gathers of the corpus
+#: bytes besides the arrays: the allocator's slack and the math libraries' first use (a fresh
+#: process's resident memory grew ~7 MB beyond the arrays of one 2,000-symbol string)
+FIXED_BYTES = 1 << 24
 
 
 @dataclass(frozen=True)
@@ -160,7 +165,7 @@ def law_cost(nf: NormalForm, lengths: Tensor, chunk_cells: int) -> LawCost:
     symbols, k = int(lengths.sum()), int(lengths.numel())
     laws = (symbols + k) * (shape.symbols + 1) * (8 + 4)  # float64 laws and their float32 copy
     longest = int(lengths.max()) if k else 0
-    return LawCost(k, symbols, longest, pairs, seconds, int(laws + peak))
+    return LawCost(k, symbols, longest, pairs, seconds, int(laws + peak + FIXED_BYTES))
 
 
 def _available(device: torch.device) -> int | None:
