@@ -162,6 +162,25 @@ def test_a_data_module_under_a_roomy_limit_computes_its_laws(tmp_path, monkeypat
     assert laws is not None and laws.shape[0] == int(dm.corpus("train").lengths.sum()) + 30
 
 
+def test_a_corpus_file_too_large_for_its_laws_is_refused_as_such(tmp_path, monkeypatch):
+    """A grammar corpus file is checked through its laws: under a small limit the refusal is the
+    laws' memory, not a string outside the support (the support check must not swallow it)."""
+    from cfl_lightning.data import PFADataModule
+
+    grammar = _grammar(tmp_path, LONG)
+    a = load_automaton(grammar)
+    corpus = sample_corpus(a, 30, seed=0)
+    corpus.write_jsonl(tmp_path / "c.jsonl", a.alphabet)
+    monkeypatch.setenv("CFL_LIGHTNING_MEMORY_LIMIT", "2M")
+    with pytest.raises(SizeError, match=r"^the exact laws of a grammar corpus need ~"):
+        PFADataModule(automaton=str(grammar), corpus=str(tmp_path / "c.jsonl"), val_strings=0,
+                      test_strings=0, cache_dir="none", device="cpu")
+    monkeypatch.setenv("CFL_LIGHTNING_MEMORY_LIMIT", "64M")
+    dm = PFADataModule(automaton=str(grammar), corpus=str(tmp_path / "c.jsonl"), val_strings=0,
+                       test_strings=0, cache_dir="none", device="cpu")
+    assert len(dm.corpus("train")) == 30
+
+
 class _Bar:
     made: list = []
 
