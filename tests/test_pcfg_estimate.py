@@ -76,8 +76,9 @@ a = load_automaton(sys.argv[1])
 n = int(sys.argv[2])
 tokens = torch.tensor([0] * (n // 2) + [1] * (n // 2))  # ( ... ( ) ... ): in the support
 offsets = torch.tensor([0, n])
-with open("/proc/self/status") as status:  # resident now (the import's high-water mark may
-    before = int(status.read().split("VmRSS:")[1].split()[0]) * 1024  # be above it)
+a.position_laws(torch.tensor([0] * 32 + [1] * 32), torch.tensor([0, 64]))  # the libraries' first
+with open("/proc/self/status") as status:  # use is resident now; so is the import's peak
+    before = int(status.read().split("VmRSS:")[1].split()[0]) * 1024  # (maybe above it)
 a.position_laws(tokens, offsets)
 after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 print(after - before, a.law_cost(offsets[1:] - offsets[:-1]).peak_bytes)

@@ -26,8 +26,9 @@ copies by start and by end (``[n, b, |B| or |C|, n]``), the ``nu`` pass (``[n, b
 ``[n + 1, b, M]``) and the temporaries of one width (on the sparse path three ``[i, b, R_w,
 m]`` arrays, ``i m <= n^2 / 4``; on the dense path the contiguous copies of the children and
 the pair products), plus :data:`FIXED_BYTES`. Every array is counted whole, as if every page
-were touched (with transparent huge pages they are: a fresh process's resident memory then grew
-by 215 MB on one 2,000-symbol string, 131 MB without them; estimated 224 MB).
+were touched: a fresh process's resident memory grew by 118 MB on one 2,000-symbol string
+(after a short string's laws), and in some runs by 215 to 229 MB (every page resident, the
+libraries' first use included); estimated 241 MB.
 """
 
 from __future__ import annotations
@@ -52,8 +53,8 @@ SPAN_UNIT = 3.5e-9  # one gathered product of the other O(n^2) terms, per span
 STEP = 5.0e-5  # one Python step (a width of the chart, a prefix length of the nu pass)
 CALL = 1.0e-3  # one chunk: the plan, the laws, the gathers of the corpus
 #: bytes besides the arrays: the allocator's slack and the math libraries' first use (a fresh
-#: process's resident memory grew ~7 MB beyond the arrays of one 2,000-symbol string)
-FIXED_BYTES = 1 << 24
+#: process's resident memory grew up to ~21 MB beyond the arrays of one 2,000-symbol string)
+FIXED_BYTES = 1 << 25
 
 
 @dataclass(frozen=True)
