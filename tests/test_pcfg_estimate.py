@@ -184,6 +184,7 @@ def test_a_corpus_file_too_large_for_its_laws_is_refused_as_such(tmp_path, monke
 
 class _Bar:
     made: list = []
+    closed = 0
 
     def __init__(self, total, label, enabled=None):
         self.made.append((total, label, enabled))
@@ -192,7 +193,7 @@ class _Bar:
         pass
 
     def close(self):
-        pass
+        _Bar.closed += 1
 
 
 @pytest.mark.parametrize("long_laws, shown", [(0.0, None), (1e9, False)])
@@ -209,3 +210,17 @@ def test_long_laws_show_their_progress_with_the_estimate(tmp_path, monkeypatch, 
     [(total, label, enabled)] = _Bar.made
     assert total == 20 and enabled is shown
     assert label.startswith("grammar laws (~") and "estimated" in label and "longest" in label
+
+
+def test_the_progress_ends_when_a_string_is_refused(tmp_path, monkeypatch):
+    """A string outside the support stops the laws with its one line; the progress (whose timer
+    writes a line per interval off a terminal) is closed all the same."""
+    from cfl_lightning.errors import CflError
+
+    a = load_automaton(_grammar(tmp_path, DYCK))
+    monkeypatch.setattr(pcfg_automaton, "Progress", _Bar)
+    _Bar.closed = 0
+    tokens = torch.tensor([0, 1, 1, 0])  # "()" then ")(": the second is outside the support
+    with pytest.raises(CflError, match="^string 1 "):
+        a.position_laws(tokens, torch.tensor([0, 2, 4]))
+    assert _Bar.closed == 1

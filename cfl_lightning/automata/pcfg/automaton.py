@@ -228,22 +228,10 @@ class PCFG:
         bar = Progress(len(lengths), label, enabled=None if cost.seconds >= LONG_LAWS else False)
         out = torch.zeros(tokens.numel() + lengths.numel(), self.num_symbols + 1,
                           dtype=torch.float64, device=device)
-        for n in torch.unique(lengths).tolist():
-            strings = torch.nonzero(lengths == n).flatten()
-            per_chunk = max(1, LAW_CHUNK_CELLS // max(1, n * n * nf.num_nonterminals))
-            for chunk in torch.split(strings, per_chunk):
-                starts = offsets[chunk]
-                rows = starts[:, None] + torch.arange(n, device=device)[None, :]
-                batch = tokens[rows] if n else torch.zeros(len(chunk), 0, dtype=torch.long,
-                                                           device=device)
-                try:
-                    laws = next_symbol_laws(nf, batch, torch.full_like(chunk, n))
-                except CflError:
-                    raise _unsupported(nf, batch, chunk, n) from None
-                at = (starts + chunk)[:, None] + torch.arange(n + 1, device=device)[None, :]
-                out[at.reshape(-1)] = laws.reshape(-1, self.num_symbols + 1)
-                bar.update(len(chunk))
-        bar.close()
+        try:
+            _fill_laws(nf, tokens, offsets, out, bar)
+        finally:
+            bar.close()  # its timer (off a terminal) ends with the work, refused or not
         return out
 
     def check_laws(self, lengths: Tensor, device: torch.device | str = "cpu") -> LawCost:
@@ -333,6 +321,27 @@ class PCFG:
     def diagram(self) -> Any:
         """Refused in one line: a grammar is not drawn as a state diagram."""
         raise CflError("a pcfg is not drawn as a state diagram (print its rules instead)")
+
+
+def _fill_laws(nf: NormalForm, tokens: Tensor, offsets: Tensor, out: Tensor, bar: Progress) -> None:
+    """Write the laws of every string into ``out`` (:meth:`PCFG.position_laws`' layout), strings
+    of one length together in chunks of at most :data:`LAW_CHUNK_CELLS` chart cells."""
+    device, lengths = tokens.device, offsets[1:] - offsets[:-1]
+    for n in torch.unique(lengths).tolist():
+        strings = torch.nonzero(lengths == n).flatten()
+        per_chunk = max(1, LAW_CHUNK_CELLS // max(1, n * n * nf.num_nonterminals))
+        for chunk in torch.split(strings, per_chunk):
+            starts = offsets[chunk]
+            rows = starts[:, None] + torch.arange(n, device=device)[None, :]
+            batch = tokens[rows] if n else torch.zeros(len(chunk), 0, dtype=torch.long,
+                                                       device=device)
+            try:
+                laws = next_symbol_laws(nf, batch, torch.full_like(chunk, n))
+            except CflError:
+                raise _unsupported(nf, batch, chunk, n) from None
+            at = (starts + chunk)[:, None] + torch.arange(n + 1, device=device)[None, :]
+            out[at.reshape(-1)] = laws.reshape(-1, out.shape[1])
+            bar.update(len(chunk))
 
 
 def _unsupported(nf: NormalForm, batch: Tensor, chunk: Tensor, n: int) -> CflError:
