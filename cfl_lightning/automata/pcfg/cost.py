@@ -19,8 +19,8 @@ binary rules, ``R_w`` of them with two wide children ``B``, ``C``):
 * ``2 n`` Python steps (a width, a prefix length) and one plan per chunk.
 
 Seconds: :data:`PAIR_DENSE`, :data:`PAIR_SPARSE`, :data:`SPAN_UNIT`, :data:`STEP` and
-:data:`CALL` times those counts (measured on one CPU thread by
-``benchmarks/bench_estimates.py``). Peak bytes: the laws of the whole corpus (``[L + K, S + 1]``
+:data:`CALL` times those counts (measured on one CPU thread; checked by
+``benchmarks/bench_estimates.py --laws-only``). Peak bytes: the laws of the whole corpus (``[L + K, S + 1]``
 float64, and their float32 copy) plus the largest chunk's chart (``[n, n, b, M]``), its two
 copies by start and by end (``[n, b, |B| or |C|, n]``), the ``nu`` pass (``[n, b, R]`` and
 ``[n + 1, b, M]``) and the temporaries of one width (on the sparse path three ``[i, b, R_w,
@@ -46,7 +46,10 @@ from cfl_lightning.memory import MEMORY_LIMIT_ENV, format_bytes, host_available,
 __all__ = ["LawCost", "ChartShape", "chart_shape", "law_cost", "check_law_cost",
            "PAIR_DENSE", "PAIR_SPARSE", "SPAN_UNIT", "STEP", "CALL", "FIXED_BYTES"]
 
-# CPU seconds (one thread), from benchmarks/bench_estimates.py on the project's CPU machine:
+# CPU seconds (one thread, the project's 2-core CPU machine), fitted to next_symbol_laws timed
+# on single lengths (n = 1 to 560, 1 to 200 strings, both O(n^3) paths forced) and checked
+# against whole corpora by benchmarks/bench_estimates.py --laws-only (estimate / measured 0.67
+# to 1.19); a dense multiply-add measured 0.2 to 0.45 ns, a sparse product 2.1 to 4.7 ns:
 PAIR_DENSE = 0.3e-9  # one multiply-add of a batched small matrix product (the dense path)
 PAIR_SPARSE = 3.5e-9  # one gathered product of the sparse O(n^3) path
 SPAN_UNIT = 3.5e-9  # one gathered product of the other O(n^2) terms, per span
