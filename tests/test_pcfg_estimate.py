@@ -209,7 +209,7 @@ def test_long_laws_show_their_progress_with_the_estimate(tmp_path, monkeypatch, 
     a.position_laws(corpus.tokens, corpus.offsets)
     [(total, label, enabled)] = _Bar.made
     assert total == 20 and enabled is shown
-    assert label.startswith("grammar laws (~") and "estimated" in label and "longest" in label
+    assert label.startswith("grammar laws, estimated ~") and "longest" in label
 
 
 def test_the_progress_ends_when_a_string_is_refused(tmp_path, monkeypatch):

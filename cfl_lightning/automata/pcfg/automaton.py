@@ -224,7 +224,7 @@ class PCFG:
         tokens, offsets = tokens.to(device).long(), offsets.to(device).long()
         lengths = offsets[1:] - offsets[:-1]
         cost = self.check_laws(lengths, device)
-        label = f"grammar laws (~{cost.describe()} estimated)"
+        label = f"grammar laws, estimated {cost.describe()}"
         bar = Progress(len(lengths), label, enabled=None if cost.seconds >= LONG_LAWS else False)
         out = torch.zeros(tokens.numel() + lengths.numel(), self.num_symbols + 1,
                           dtype=torch.float64, device=device)

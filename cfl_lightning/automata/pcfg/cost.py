@@ -114,9 +114,9 @@ class LawCost:
     peak_bytes: int
 
     def describe(self) -> str:
-        """``"~1.2 GB and ~4.4 s (1,000 strings, 28,800 symbols, longest 562)"``."""
-        return (f"~{format_bytes(self.peak_bytes)} and ~{_seconds(self.seconds)} "
-                f"({self.strings:,} strings, {self.symbols:,} symbols, longest {self.longest:,})")
+        """``"~140.0 MB and ~5.0 s for 1,000 strings (28,849 symbols, longest 562)"``."""
+        return (f"~{format_bytes(self.peak_bytes)} and ~{_seconds(self.seconds)} for "
+                f"{self.strings:,} strings ({self.symbols:,} symbols, longest {self.longest:,})")
 
 
 def _seconds(seconds: float) -> str:
@@ -193,7 +193,7 @@ def check_law_cost(
     ``CFL_LIGHTNING_MEMORY_LIMIT`` overrides the memory available (``0`` or ``off``: no check).
 
     Raises:
-        SizeError: ``the exact laws of a grammar corpus need ~... (K strings, ... longest n),
+        SizeError: ``the exact laws of a grammar corpus need ~... and ~... for K strings (..., longest n),
             more than the ... of memory available; ...``.
     """
     cost = law_cost(nf, lengths, chunk_cells)
