@@ -129,8 +129,8 @@ def _fit_args(grammar, tmp_path):
 
 def test_fit_refuses_laws_beyond_the_limit_in_one_line(tmp_path, monkeypatch):
     """2 MB: the corpora's sampling estimate fits (~0.9 MB), the drawn training corpus's laws
-    (~3.3 MB: a 254-symbol string's chart) do not. Exit 2, one line, no traceback, nothing
-    written: not the run directory, not the corpus cache."""
+    (~35 MB: a 254-symbol string's chart and the fixed 32 MB) do not. Exit 2, one line, no
+    traceback, nothing written: not the run directory, not the corpus cache."""
     grammar = _grammar(tmp_path, LONG)
     monkeypatch.setenv("CFL_LIGHTNING_MEMORY_LIMIT", "2M")
     result = run_cli("fit", *_fit_args(grammar, tmp_path))

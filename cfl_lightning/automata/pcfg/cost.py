@@ -20,15 +20,19 @@ binary rules, ``R_w`` of them with two wide children ``B``, ``C``):
 
 Seconds: :data:`PAIR_DENSE`, :data:`PAIR_SPARSE`, :data:`SPAN_UNIT`, :data:`STEP` and
 :data:`CALL` times those counts (measured on one CPU thread; checked by
-``benchmarks/bench_estimates.py --laws-only``). Peak bytes: the laws of the whole corpus (``[L + K, S + 1]``
-float64, and their float32 copy) plus the largest chunk's chart (``[n, n, b, M]``), its two
-copies by start and by end (``[n, b, |B| or |C|, n]``), the ``nu`` pass (``[n, b, R]`` and
-``[n + 1, b, M]``) and the temporaries of one width (on the sparse path three ``[i, b, R_w,
-m]`` arrays, ``i m <= n^2 / 4``; on the dense path the contiguous copies of the children and
-the pair products), plus :data:`FIXED_BYTES`. Every array is counted whole, as if every page
-were touched: a fresh process's resident memory grew by 118 MB on one 2,000-symbol string
-(after a short string's laws), and in some runs by 215 to 229 MB (every page resident, the
-libraries' first use included); estimated 241 MB.
+``benchmarks/bench_estimates.py --laws-only``). Peak bytes: the laws of the whole corpus
+(``[L + K, S + 1]`` float64, and their float32 copy) plus the largest chunk's chart
+(``[n, n, b, M]``), its two copies by start and by end (``[n, b, |B| or |C|, n]``), the ``nu``
+pass (``[n, b, R]`` and ``[n + 1, b, M]``) and the temporaries of one width (on the sparse path
+three ``[i, b, R_w, m]`` arrays, ``i m <= n^2 / 4``; on the dense path the contiguous copies of
+the children and the pair products), plus :data:`FIXED_BYTES`. Every array is counted whole, as
+if every page were touched: a fresh process's resident memory grew by 118 MB on one
+2,000-symbol string (after a short string's laws), and in some runs by 215 to 229 MB (every
+page resident, the libraries' first use included); estimated 241 MB.
+
+The refusal (:func:`check_law_cost`) is the package's :class:`~cfl_lightning.errors.SizeError`
+(exit 2 at the command line); long work shows its progress
+(:meth:`~cfl_lightning.automata.pcfg.PCFG.position_laws`).
 """
 
 from __future__ import annotations
@@ -193,8 +197,8 @@ def check_law_cost(
     ``CFL_LIGHTNING_MEMORY_LIMIT`` overrides the memory available (``0`` or ``off``: no check).
 
     Raises:
-        SizeError: ``the exact laws of a grammar corpus need ~... and ~... for K strings (..., longest n),
-            more than the ... of memory available; ...``.
+        SizeError: ``the exact laws of a grammar corpus need ~... and ~... for K strings
+            (..., longest n), more than the ... of memory available ...``.
     """
     cost = law_cost(nf, lengths, chunk_cells)
     have = _available(torch.device(device))
