@@ -152,10 +152,10 @@ def grammar(x: float, seed: int = 0):
                      f"| N{k} N{l} [{rec!r}] | '{t[2]}' N{j} '{t[3]}' [{one!r}]")
     return parse_grammar("\n".join(lines) + "\n")
 
-def main() -> None:
-    """Tune the grammar, sample 1,000 strings, time the laws (all, then short strings only)."""
+def tuned_grammar(target: float = 30.0):
+    """:func:`grammar` with the linear-recursion weight bisected to ``E[length] = target``."""
     lo, hi = 0.0, 0.85
-    for _ in range(40):  # bisect the linear-recursion weight to E[length] = 30
+    for _ in range(40):
         mid = (lo + hi) / 2
         g = grammar(mid)
         try:
@@ -163,8 +163,13 @@ def main() -> None:
             length = expected_length(g)
         except Exception:
             length = float("inf")
-        lo, hi = (mid, hi) if length < 30 else (lo, mid)
-    g = grammar(lo)
+        lo, hi = (mid, hi) if length < target else (lo, mid)
+    return grammar(lo)
+
+
+def main() -> None:
+    """Tune the grammar, sample 1,000 strings, time the laws (all, then short strings only)."""
+    g = tuned_grammar()
     print("rules", len(g.rules), "nonterminals", g.num_nonterminals, "E[len]", expected_length(g))
     a = PCFG(g)
     c = generate_strings(g, 1000, seed=0)

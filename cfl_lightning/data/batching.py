@@ -44,6 +44,7 @@ __all__ = [
     "TokenizedCorpus",
     "state_walk",
     "tensorize",
+    "check_laws",
     "length_batches",
     "collate",
     "BatchDataset",
@@ -107,6 +108,23 @@ def state_walk(
         CflError: a symbol id is out of range or a string leaves the automaton's support.
     """
     return automaton.annotate(tokens, offsets, device)
+
+
+def check_laws(corpus: Corpus, automaton: Automaton, device: torch.device | str = "cpu") -> Corpus:
+    """``corpus``, once the exact laws of its positions are known to fit in memory.
+
+    A kind without position classes computes the law at every position in :func:`tensorize`
+    (a grammar: ``O(n^2)`` memory and ``O(n^3)`` time per string); its ``check_laws(lengths,
+    device)`` estimates them from the drawn lengths and refuses in one line what does not fit.
+    A data module calls this as soon as a corpus is drawn, before it is cached.
+
+    Raises:
+        SizeError: the laws' estimated peak memory exceeds the memory available.
+    """
+    check = getattr(automaton, "check_laws", None)
+    if check is not None and not automaton_kind(automaton.kind).position_classes:
+        check(corpus.lengths, device)
+    return corpus
 
 
 def tensorize(

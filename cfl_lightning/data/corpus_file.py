@@ -30,7 +30,7 @@ from torch import Tensor
 from cfl_lightning.automata import Automaton, Event
 from cfl_lightning.data.settings import DataSettings
 from cfl_lightning.data.tokens import TokenIds
-from cfl_lightning.errors import CflError, EventError, SupportError
+from cfl_lightning.errors import CflError, EventError, SizeError, SupportError
 from cfl_lightning.kinds import automaton_kind
 from cfl_lightning.kinds.events import counted_from_tokens
 from cfl_lightning.sampling import Corpus, Intervention
@@ -126,9 +126,12 @@ def _flat(corpus: Corpus) -> tuple[torch.Tensor, torch.Tensor]:
 
 def _position_laws(automaton: Automaton, corpus: Corpus) -> Optional[Tensor]:
     """The laws at every position (``[L + K, S + 1]``) of a kind without position classes, or
-    None where a string has a prefix of probability 0 (the laws refuse it)."""
+    None where a string has a prefix of probability 0 (the laws refuse it). Laws too large for
+    memory are refused (:class:`SizeError`), not taken for a string outside the support."""
     try:
         return automaton.position_laws(corpus.tokens, corpus.offsets)
+    except SizeError:
+        raise
     except CflError:
         return None
 

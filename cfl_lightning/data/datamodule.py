@@ -53,6 +53,7 @@ from cfl_lightning.data.batching import (
     BatchDataset,
     BatchOrderSampler,
     TokenizedCorpus,
+    check_laws,
     derive_seed,
     length_batches,
     tensorize,
@@ -328,13 +329,13 @@ class PFADataModule(L.LightningDataModule):
         )
 
     def _cached(self, plan: SplitPlan) -> tuple[Corpus, bool]:
-        """``(corpus, cache hit)`` of ``plan``: read from the cache, or drawn and written."""
+        """``(corpus, cache hit)`` of ``plan``: read from the cache, or drawn, checked
+        (:func:`~cfl_lightning.data.batching.check_laws`) and written."""
         if plan.num_strings == 0:  # an empty split: nothing to sample or cache
             return plan.draw(self.automaton, self.device, self.stake), False
         key = corpus_key(self.automaton, **plan.key_arguments(self.device))
-        return cached_corpus(
-            self.cache_path, key, lambda: plan.draw(self.automaton, self.device, self.stake)
-        )
+        return cached_corpus(self.cache_path, key, lambda: check_laws(
+            plan.draw(self.automaton, self.device, self.stake), self.automaton, self.device))
 
     def _read(self, split: str) -> tuple[Corpus, bool]:
         """``split``'s strings (the test ones followed by the targeted ones) and a cache hit."""

@@ -24,6 +24,7 @@ import torch
 from torch import Tensor
 
 from cfl_lightning.automata.pcfg.checks import check_grammar, expected_length
+from cfl_lightning.automata.pcfg.cost import LawCost, check_law_cost, law_cost
 from cfl_lightning.automata.pcfg.grammar import Grammar, rule_degrees
 from cfl_lightning.automata.pcfg.normal_form import NormalForm, normal_form
 from cfl_lightning.automata.pcfg.prefix import next_symbol_laws
@@ -35,9 +36,10 @@ from cfl_lightning.automata.pcfg.text import (
 )
 from cfl_lightning.errors import CflError, EventError, GrammarError
 from cfl_lightning.io import atomic_write_text
+from cfl_lightning.progress import Progress
 
 __all__ = ["PCFG", "NO_EVENTS", "NO_RULE_TABLE", "NO_CLASSES", "load_pcfg", "symbol_table",
-           "rule_table", "LAW_CHUNK_CELLS"]
+           "rule_table", "LAW_CHUNK_CELLS", "LONG_LAWS"]
 
 #: the one line an event of another kind (state, transition, push) on a PCFG gets
 NO_EVENTS = ("a pcfg has symbol:X and rule:A -> 'a' B events only (state and transition "
@@ -50,6 +52,9 @@ NO_CLASSES = ("a pcfg has no position classes (its next-symbol law depends on th
               "prefix): the decomposition by state and transition does not exist for it")
 #: chart cells (strings x length^2 x normal-form nonterminals) per call of next_symbol_laws
 LAW_CHUNK_CELLS = 1 << 24
+#: estimated CPU seconds of a corpus's laws from which their progress is shown (a bar on a
+#: terminal, a line per interval off one: :class:`~cfl_lightning.progress.Progress`)
+LONG_LAWS = 10.0
 
 
 class PCFG:
@@ -194,7 +199,10 @@ class PCFG:
 
         Strings are grouped by length (equal lengths need no padding) and sent to
         :func:`~cfl_lightning.automata.pcfg.next_symbol_laws` in chunks of at most
-        :data:`LAW_CHUNK_CELLS` chart cells.
+        :data:`LAW_CHUNK_CELLS` chart cells. Their time and peak memory are estimated first
+        from the strings' lengths (:meth:`law_cost`): what does not fit in memory is refused in
+        one line, and work estimated at :data:`LONG_LAWS` seconds or more shows its progress,
+        the estimate in its label.
 
         Args:
             tokens: ``[L]`` int64 symbol ids, string after string.
@@ -208,28 +216,44 @@ class PCFG:
 
         Raises:
             CflError: a string outside the grammar's support (one line naming it).
+            SizeError: the laws' estimated peak memory exceeds the memory available
+                (``CFL_LIGHTNING_MEMORY_LIMIT`` overrides it).
         """
         device = torch.device("cpu") if device is None else torch.device(device)
         nf = self.normal_form if device == self._device else normal_form(self.grammar, device)
         tokens, offsets = tokens.to(device).long(), offsets.to(device).long()
         lengths = offsets[1:] - offsets[:-1]
+        cost = self.check_laws(lengths, device)
+        label = f"grammar laws, estimated {cost.describe()}"
+        bar = Progress(len(lengths), label, enabled=None if cost.seconds >= LONG_LAWS else False)
         out = torch.zeros(tokens.numel() + lengths.numel(), self.num_symbols + 1,
                           dtype=torch.float64, device=device)
-        for n in torch.unique(lengths).tolist():
-            strings = torch.nonzero(lengths == n).flatten()
-            per_chunk = max(1, LAW_CHUNK_CELLS // max(1, n * n * nf.num_nonterminals))
-            for chunk in torch.split(strings, per_chunk):
-                starts = offsets[chunk]
-                rows = starts[:, None] + torch.arange(n, device=device)[None, :]
-                batch = tokens[rows] if n else torch.zeros(len(chunk), 0, dtype=torch.long,
-                                                           device=device)
-                try:
-                    laws = next_symbol_laws(nf, batch, torch.full_like(chunk, n))
-                except CflError:
-                    raise _unsupported(nf, batch, chunk, n) from None
-                at = (starts + chunk)[:, None] + torch.arange(n + 1, device=device)[None, :]
-                out[at.reshape(-1)] = laws.reshape(-1, self.num_symbols + 1)
+        try:
+            _fill_laws(nf, tokens, offsets, out, bar)
+        finally:
+            bar.close()  # its timer (off a terminal) ends with the work, refused or not
         return out
+
+    def check_laws(self, lengths: Tensor, device: torch.device | str = "cpu") -> LawCost:
+        """:meth:`law_cost`, refused in one line when the laws' peak memory exceeds the memory
+        available on ``device`` (``CFL_LIGHTNING_MEMORY_LIMIT`` overrides it): what
+        :meth:`position_laws` checks first, and a data module as soon as a corpus is drawn
+        (before it is cached).
+
+        Raises:
+            SizeError: the one line, with the estimate.
+        """
+        return check_law_cost(self.normal_form, lengths, LAW_CHUNK_CELLS, device)
+
+    def law_cost(self, lengths: Tensor) -> LawCost:
+        """The estimated CPU time and peak memory of :meth:`position_laws` on strings of these
+        lengths (:func:`~cfl_lightning.automata.pcfg.cost.law_cost`); nothing large is
+        allocated.
+
+        Args:
+            lengths: ``[K]`` int64 string lengths.
+        """
+        return law_cost(self.normal_form, lengths, LAW_CHUNK_CELLS)
 
     # ------------------------------------------------------------------ events
     def event_table(self, event: Any) -> Tensor:
@@ -297,6 +321,27 @@ class PCFG:
     def diagram(self) -> Any:
         """Refused in one line: a grammar is not drawn as a state diagram."""
         raise CflError("a pcfg is not drawn as a state diagram (print its rules instead)")
+
+
+def _fill_laws(nf: NormalForm, tokens: Tensor, offsets: Tensor, out: Tensor, bar: Progress) -> None:
+    """Write the laws of every string into ``out`` (:meth:`PCFG.position_laws`' layout), strings
+    of one length together in chunks of at most :data:`LAW_CHUNK_CELLS` chart cells."""
+    device, lengths = tokens.device, offsets[1:] - offsets[:-1]
+    for n in torch.unique(lengths).tolist():
+        strings = torch.nonzero(lengths == n).flatten()
+        per_chunk = max(1, LAW_CHUNK_CELLS // max(1, n * n * nf.num_nonterminals))
+        for chunk in torch.split(strings, per_chunk):
+            starts = offsets[chunk]
+            rows = starts[:, None] + torch.arange(n, device=device)[None, :]
+            batch = tokens[rows] if n else torch.zeros(len(chunk), 0, dtype=torch.long,
+                                                       device=device)
+            try:
+                laws = next_symbol_laws(nf, batch, torch.full_like(chunk, n))
+            except CflError:
+                raise _unsupported(nf, batch, chunk, n) from None
+            at = (starts + chunk)[:, None] + torch.arange(n + 1, device=device)[None, :]
+            out[at.reshape(-1)] = laws.reshape(-1, out.shape[1])
+            bar.update(len(chunk))
 
 
 def _unsupported(nf: NormalForm, batch: Tensor, chunk: Tensor, n: int) -> CflError:
