@@ -11,7 +11,7 @@ probability falls below ``eps``; that inexact mass is returned, so a test can bo
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 __all__ = ["rule_degrees", "count_law", "string_law", "string_count_law", "event_count"]
 
@@ -110,3 +110,18 @@ def string_count_law(grammar, degrees: list[int], max_length: int, max_count: in
 def event_count(string, symbol: int) -> int:
     """Occurrences of terminal ``symbol`` in a string (a tuple or list of ids)."""
     return sum(1 for t in string if t == symbol)
+
+
+def chi_pvalue(samples, law, min_expected=5.0) -> float:
+    """Chi-square p-value of ``samples`` (hashable outcomes) against the exact ``law``
+    (``{outcome: p}``); outcomes expected fewer than ``min_expected`` times pooled with the
+    law's missing mass into one cell."""
+    from scipy import stats
+
+    m, seen = len(samples), Counter(samples)
+    keep = [k for k, v in law.items() if v * m >= min_expected]
+    observed, expected = [seen[k] for k in keep], [law[k] * m for k in keep]
+    if m - sum(expected) > 1e-9 * m:
+        observed.append(m - sum(observed))
+        expected.append(m - sum(expected))
+    return float(stats.chisquare(observed, expected).pvalue)

@@ -7,12 +7,9 @@ tokens for every intervention kind, determinism, the CLI, and the refusals."""
 
 from __future__ import annotations
 
-from collections import Counter
-
 import numpy as np
 import pytest
 import torch
-from scipy import stats
 
 from cfl_lightning.automata import load_automaton
 from cfl_lightning.automata.protocol import expected_event_count
@@ -20,7 +17,9 @@ from cfl_lightning.automata.events import Event
 from cfl_lightning.errors import CflError
 from cfl_lightning.sampling import sample_corpus
 from tests.helpers import run_cli
-from tests.pcfg_count_reference import count_law, rule_degrees, string_law, event_count
+from tests.pcfg_count_reference import (
+    chi_pvalue, count_law, event_count, rule_degrees, string_law,
+)
 
 AMBIGUOUS = "S -> S S [0.15] | '(' S ')' [0.15] | '(' ')' [0.3] | 'x' [0.4]\n"
 WRONG = "S -> S S [0.2] | '(' S ')' [0.1] | '(' ')' [0.3] | 'x' [0.4]\n"
@@ -43,16 +42,6 @@ def _pairs_law(grammar, total, symbol="("):
             if event_count(a, x) + event_count(b, x) == total}
 
 
-def _chi(samples, law, min_expected=5.0):
-    m, seen = len(samples), Counter(samples)
-    keep = [k for k, v in law.items() if v * m >= min_expected]
-    observed, expected = [seen[k] for k in keep], [law[k] * m for k in keep]
-    if m - sum(expected) > 1e-9 * m:
-        observed.append(m - sum(observed))
-        expected.append(m - sum(expected))
-    return float(stats.chisquare(observed, expected).pvalue)
-
-
 def _strings(corpus):
     return tuple(tuple(corpus.tokens[corpus.offsets[k]: corpus.offsets[k + 1]].tolist())
                  for k in range(len(corpus)))
@@ -70,9 +59,9 @@ def test_exact_corpora_through_draw_follow_the_conditional_law(tmp_path, count):
     draws = 5000 if count == 0 else 1500  # at 0 the wrong grammar's law is closer: more draws
     samples = [_strings(sample_corpus(g, 2, seed=s, intervention="exact", event="symbol:(",
                                       count=count)) for s in range(draws)]
-    assert _chi(samples, _pairs_law(g.grammar, count)) > 1e-3
+    assert chi_pvalue(samples, _pairs_law(g.grammar, count)) > 1e-3
     wrong = _load(tmp_path, WRONG, "w.pcfg")
-    assert _chi(samples, _pairs_law(wrong.grammar, count)) < 1e-6  # negative control
+    assert chi_pvalue(samples, _pairs_law(wrong.grammar, count)) < 1e-6  # negative control
 
 
 @pytest.mark.parametrize("kind,count,check", [

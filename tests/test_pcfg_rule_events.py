@@ -20,7 +20,6 @@ from collections import Counter
 
 import pytest
 import torch
-from scipy import stats
 
 from cfl_lightning.automata import Event, load_automaton
 from cfl_lightning.automata.pcfg import parse_grammar
@@ -28,7 +27,7 @@ from cfl_lightning.errors import CflError, EventError
 from cfl_lightning.sampling.pcfg.count_law import event_degrees
 from cfl_lightning.sampling.pcfg.generate import generate_strings
 from tests.helpers import run_cli
-from tests.pcfg_count_reference import count_law, rule_degrees, string_count_law
+from tests.pcfg_count_reference import chi_pvalue, count_law, rule_degrees, string_count_law
 from tests.pcfg_reference import DYCK, EXPR
 
 #: ``a a`` is derived with ``S -> 'a' S`` once (a, then S -> a) or not at all (S a, S -> a)
@@ -80,16 +79,6 @@ def _pairs_law(grammar, total, max_length=9):
     return law
 
 
-def _chi(samples, law, min_expected=5.0):
-    m, seen = len(samples), Counter(samples)
-    keep = [k for k, v in law.items() if v * m >= min_expected]
-    observed, expected = [seen[k] for k in keep], [law[k] * m for k in keep]
-    if m - sum(expected) > 1e-9 * m:
-        observed.append(m - sum(observed))
-        expected.append(m - sum(expected))
-    return float(stats.chisquare(observed, expected).pvalue)
-
-
 def test_the_rule_event_kind_is_registered_once_and_round_trips():
     from cfl_lightning.kinds import AUTOMATON_KINDS
     from cfl_lightning.kinds.events import EVENT_KIND_REGISTRY, counted_from_tokens
@@ -115,9 +104,9 @@ def test_a_training_corpus_under_an_exact_rule_count_follows_the_conditional_law
         assert dm.realized_count == 2
         samples.append(_strings(dm.corpus("train")))
     grammar = load_automaton(path).grammar
-    assert _chi(samples, _pairs_law(grammar, 2)) > 1e-3
+    assert chi_pvalue(samples, _pairs_law(grammar, 2)) > 1e-3
     wrong = load_automaton(_file(tmp_path, WRONG, "w.pcfg")).grammar
-    assert _chi(samples, _pairs_law(wrong, 2)) < 1e-6
+    assert chi_pvalue(samples, _pairs_law(wrong, 2)) < 1e-6
 
 
 def test_one_string_has_several_counts_so_only_the_sampler_knows_them(tmp_path):
