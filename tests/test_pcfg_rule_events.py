@@ -93,6 +93,7 @@ def test_the_rule_event_kind_is_registered_once_and_round_trips():
     assert counted_from_tokens(Event.parse("symbol:a"))
 
 
+@pytest.mark.slow  # 1,200 data modules (~21 s); the quick lane keeps the exact-count checks
 def test_a_training_corpus_under_an_exact_rule_count_follows_the_conditional_law(tmp_path):
     """1,200 data modules (seeds) of K = 2 strings with exactly 2 uses of ``S -> 'a' S``: every
     corpus realizes 2 and the pairs follow the enumerated conditional law; a perturbed grammar's
