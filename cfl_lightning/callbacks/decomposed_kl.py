@@ -390,13 +390,12 @@ class DecomposedKLCallback(pl.Callback):
         result, entries, visits = None, None, None
         if stage in self.metrics and self.classless:
             result = self._classless_values(stage, values)
-            entries = None if stage == "val" else classless_entries(result, self.pfsa, self.event)
-            if stage == "val" and self.event is not None:
-                for index in self.pfsa.event_location(self.event)[1]:  # none for a rule event
-                    if int(result["stakes"][index]) > 0:
-                        values["val/kl_target"] = float(result["symbol"][index])
-            elif entries is not None:
+            classless = classless_entries(result, self.pfsa, self.event)
+            if stage != "val":
+                entries = classless
                 _classless_test_values(entries, stage, values)
+            elif classless["kl_target"] is not None:  # at stake in the strings; not a rule
+                values["val/kl_target"] = classless["kl_target"]
         elif stage in self.metrics:
             with warnings.catch_warnings():  # a process may have had no batch: fine after sync
                 warnings.filterwarnings("ignore", message=".*before the ``update`` method")
