@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Optional
 
@@ -97,21 +98,32 @@ def _head(corpus: Corpus, num: int) -> Corpus:
     return Corpus(corpus.tokens[: int(corpus.offsets[num])], corpus.offsets[: num + 1])
 
 
-def _first_unwalkable(automaton: Automaton, corpus: Corpus) -> Optional[tuple[int, int]]:
-    """``(string, position)`` of the first string (by index) that ``annotate`` refuses."""
-    try:
-        automaton.annotate(corpus.tokens, corpus.offsets)
-        return None
-    except SupportError:
-        pass
-    low, high = 0, len(corpus)  # annotate accepts the first ``low`` strings, refuses ``high``
+def _first_refused_string(corpus: Corpus, accepts: Callable[[Corpus], bool]) -> int:
+    """The first string (by index) of a corpus that ``accepts`` refuses as a whole: the ``i``
+    whose first ``i`` strings are accepted and first ``i + 1`` not (bisection on heads)."""
+    low, high = 0, len(corpus)  # the first ``low`` strings are accepted, the first ``high`` not
     while high - low > 1:
         mid = (low + high) // 2
-        try:
-            automaton.annotate(*_flat(_head(corpus, mid)))
+        if accepts(_head(corpus, mid)):
             low = mid
-        except SupportError:
+        else:
             high = mid
+    return low
+
+
+def _first_unwalkable(automaton: Automaton, corpus: Corpus) -> Optional[tuple[int, int]]:
+    """``(string, position)`` of the first string (by index) that ``annotate`` refuses."""
+
+    def walks(head: Corpus) -> bool:
+        try:
+            automaton.annotate(*_flat(head))
+            return True
+        except SupportError:
+            return False
+
+    if walks(corpus):
+        return None
+    low = _first_refused_string(corpus, walks)
     string = corpus.string(low)
     try:
         automaton.annotate(torch.tensor(string, dtype=torch.long), torch.tensor([0, len(string)]))
@@ -140,14 +152,11 @@ def _first_refused(automaton: Automaton, corpus: Corpus) -> tuple[int, int]:
     """``(string, -1)``: the first string (by bisection) whose laws a kind without position
     classes refuses (a prefix of probability 0, or an end of probability 0: the laws do not say
     which, so the position is left unknown, -1)."""
-    low, high = 0, len(corpus)  # the laws of the first ``low`` strings exist, of ``high`` not
-    while high - low > 1:
-        mid = (low + high) // 2
-        if _position_laws(automaton, _head(corpus, mid)) is None:
-            high = mid
-        else:
-            low = mid
-    return low, -1
+
+    def has_laws(head: Corpus) -> bool:
+        return _position_laws(automaton, head) is not None
+
+    return _first_refused_string(corpus, has_laws), -1
 
 
 def _first_improbable(automaton: Automaton, corpus: Corpus) -> Optional[tuple[int, int]]:
