@@ -60,7 +60,12 @@ from cfl_lightning.data.batching import (
 )
 from cfl_lightning.data.cache import automaton_json, cached_corpus, corpus_key, resolve_cache_dir
 from cfl_lightning.data.corpus_file import training_corpus, unmet_intervention
-from cfl_lightning.data.occurrences import expected_occurrences, occurrences, sampler_counts
+from cfl_lightning.data.occurrences import (
+    counted_by_sampler,
+    expected_occurrences,
+    occurrences,
+    sampler_counts,
+)
 from cfl_lightning.data.settings import (
     GENERATOR_ARGS,
     GENERATORS,
@@ -74,7 +79,6 @@ from cfl_lightning.data.targeted import WithWeights, at_stake, mix, test_weights
 from cfl_lightning.data.tokens import TokenIds
 from cfl_lightning.errors import CflError, InterventionError
 from cfl_lightning.kinds.automata import automaton_kind
-from cfl_lightning.kinds.events import counted_from_tokens
 from cfl_lightning.kinds.generators import GeneratorName
 from cfl_lightning.kinds.interventions import InterventionName
 from cfl_lightning.sampling import Corpus, Intervention
@@ -321,8 +325,7 @@ class PFADataModule(L.LightningDataModule):
             return SplitPlan(split, s.sizes[LONG], seed, min_length=s.long_min_length)
         spec = {"train": self.intervention, "val": self.val_intervention}.get(split)
         # an event the tokens cannot recount (a rule's uses): the sampler records its counts
-        kept = spec is not None and (spec.constrained or (
-            spec.event is not None and not counted_from_tokens(spec.event)))
+        kept = spec is not None and (spec.constrained or counted_by_sampler(spec))
         tokens = s.tokens if split == "train" else None
         return SplitPlan(
             split, s.sizes[split], seed, spec if kept else Intervention(), tokens=tokens
@@ -357,7 +360,7 @@ class PFADataModule(L.LightningDataModule):
         event_function = self.event_function if split in ("train", "val") else None
         tokenized = tensorize(corpus, self.automaton, event_function, device=self.device)
         spec = {"train": self.intervention, "val": self.val_intervention}.get(split)
-        if spec is not None and spec.event is not None and not counted_from_tokens(spec.event):
+        if counted_by_sampler(spec):
             tokenized = dataclasses.replace(tokenized, counts=sampler_counts(split, corpus, spec))
         counts = tokenized.counts
         if spec is not None and counts is not None and not spec.satisfied(counts):

@@ -18,9 +18,10 @@ import torch
 
 from cfl_lightning.automata import Automaton, Event
 from cfl_lightning.data.batching import TokenizedCorpus
+from cfl_lightning.kinds.events import counted_from_tokens
 from cfl_lightning.sampling import Corpus
 
-__all__ = ["occurrences", "expected_occurrences", "sampler_counts"]
+__all__ = ["occurrences", "expected_occurrences", "counted_by_sampler", "sampler_counts"]
 
 
 def occurrences(automaton: Automaton, tok: TokenizedCorpus) -> dict[str, dict[str, int]]:
@@ -60,6 +61,13 @@ def occurrences(automaton: Automaton, tok: TokenizedCorpus) -> dict[str, dict[st
 def expected_occurrences(automaton: Automaton, num_strings: int) -> dict[str, float]:
     """``num_strings`` x expected occurrences per unconstrained string, for every event."""
     return {spec: num_strings * v for spec, v in automaton.expected_occurrences().items()}
+
+
+def counted_by_sampler(intervention: Any) -> bool:
+    """Whether ``intervention`` (or None) is about an event the tokens cannot recount (a
+    grammar's rule uses): its per-string counts are the sampler's (:func:`sampler_counts`)."""
+    event = getattr(intervention, "event", None)
+    return event is not None and not counted_from_tokens(event)
 
 
 def sampler_counts(split: str, corpus: Corpus, intervention: Any) -> torch.Tensor:
