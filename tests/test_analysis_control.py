@@ -225,6 +225,37 @@ def test_a_pushdown_class_target_is_compared_with_the_other_classes():
     assert control_value(record, "kl_target") == pytest.approx(0.1)
 
 
+def test_a_pushdown_pop_target_is_compared_with_the_other_pops():
+    """``pop:(`` reads ``kl.pop`` (results.json since 2026-11-29): its control is the other
+    stack symbols' pops (``[``), not the symbols or the classes."""
+    results = run(event="pop:(", kl={"(": 0.9, "[": 0.3})
+    results["kl_unweighted"]["symbol"] = {"(": 5.0, ")": 5.0}  # another kind: never read
+    results["test_visits"] = {"pop:(": 5, "pop:[": 5, "symbol:(": 5, "symbol:)": 5}
+    record = record_from_results(results, "r")
+    assert control_value(record, "kl_target_unweighted") == pytest.approx(0.3)
+    assert control_value(record, "kl_target") == pytest.approx(0.15)
+    assert reference_control(results, "kl_unweighted") == pytest.approx(0.3)
+
+
+def test_a_target_without_any_control_says_so(tmp_path, capsys):
+    """Runs written before results.json had ``pop`` entries: the did table says in one line that
+    no run has a control, rather than only dashes."""
+    items = [run(event="pop:(", kl={"(": 0.9}, automaton=f"A{a}", count=c)
+             for a in range(3) for c in (100, 400)]
+    write_results(tmp_path / "runs", items)
+    code = exit_status(["analyze", str(tmp_path / "runs"), "--target", "pop:(", "--control",
+                        "non-target"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "pop:(: no run has a control: none records another pop: event" in out
+    # negative control: a target with controls gets no such line
+    write_results(tmp_path / "more", [run(automaton=f"A{a}", count=c)
+                                      for a in range(3) for c in (100, 400)])
+    exit_status(["analyze", str(tmp_path / "more"), "--target", "symbol:a", "--control",
+                 "non-target"])
+    assert "no run has a control" not in capsys.readouterr().out
+
+
 def test_min_visits_applies_to_the_control_events_too():
     visits = {"symbol:a": 9, "symbol:b": 2, "symbol:c": 9, "symbol:EOS": 9}
     record = record_from_results(run(visits=visits), "r")

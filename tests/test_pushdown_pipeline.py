@@ -123,3 +123,45 @@ def test_a_pushdown_automaton_through_the_data_module_and_the_decomposed_kl(tmp_
         assert results["kl"]["state"][name] == pytest.approx(value, rel=1e-9, abs=1e-12), name
     # negative control: another eps moves the total far beyond the tolerance
     assert abs(closed_form(DATA, 0.25)[0] - total) > 1e-3 * total
+
+
+def closed_form_steps(data: dict, eps: float, event) -> tuple[float, float]:
+    """``(weighted, unweighted)`` contribution of the steps ``event`` counts, from the
+    reference alone: ``sum v_c p log(p / q)`` over them, and that over their mass ``sum v_c p``
+    (the KL per step taken)."""
+    symbols, _, probs = reference_probs(data)
+    pda, fwd = ref.RefPDA.from_dict(data), ref.forward(data, prune=1e-16)
+    weighted = mass = 0.0
+    for state in data["states"]:
+        for top in [None, *data["stack_alphabet"]]:
+            c = ref.class_name(state, [] if top is None else [top])
+            if c not in probs:
+                continue
+            row = probs[c]
+            for sym, _, action, p in pda.choices(state, [] if top is None else [top]):
+                if sym is None or not event(state, top, sym, action) or p == 0:
+                    continue
+                q = (1 - eps) * p + eps / len(row)
+                visits = fwd.visits.get(c, 0.0)
+                weighted += visits * p * math.log(p / q)
+                mass += visits * p
+    return weighted, weighted / mass
+
+
+def test_push_and_pop_events_get_entries_of_their_own_in_results(tmp_path):
+    """``kl.push``/``kl.pop`` (and their unweighted values and test visits) hold every stack
+    symbol's push and pop contribution, equal to the closed form over the steps each counts, so
+    that a ``pop:X`` target has other ``pop`` events to be compared with (issue 48 item 4)."""
+    eps = 0.2
+    _, results, _ = run(tmp_path, eps)
+    for kind, event in (("push", ref.push_event), ("pop", ref.pop_event)):
+        assert set(results["kl"][kind]) == set(DATA["stack_alphabet"]) == {"X", "Y"}
+        for x in DATA["stack_alphabet"]:
+            weighted, unweighted = closed_form_steps(DATA, eps, event(x))
+            assert results["kl"][kind][x] == pytest.approx(weighted, rel=1e-9), (kind, x)
+            assert results["kl_unweighted"][kind][x] == pytest.approx(unweighted, rel=1e-9)
+            assert results["test_visits"][kind][x] > 0
+    # the target's own entry is its kl_target; a pop reads other steps than the push of X
+    assert results["kl"]["push"]["Y"] == pytest.approx(results["kl_target"], rel=1e-12)
+    assert results["test_visits"]["push"]["Y"] == results["target_test_visits"]
+    assert results["kl"]["pop"]["X"] != pytest.approx(results["kl"]["push"]["X"], rel=1e-3)

@@ -321,7 +321,18 @@ def did_table(rows: Sequence[CurveRow]) -> str:
         ))
     widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() for line in table]
-    return head + "\n".join(lines) + "\n"
+    return head + "\n".join(lines) + "\n" + _without_control(shown)
+
+
+def _without_control(rows: Sequence[CurveRow]) -> str:
+    """One line per target none of whose points has a control, saying why it may have none."""
+    missing = sorted({r.target for r in rows} - {r.target for r in rows if math.isfinite(r.control)})
+    return "".join(
+        f"{target}: no run has a control: none records another {target.partition(':')[0]}: "
+        "event with a known value and a test visit (push: and pop: entries are in results.json "
+        "only since 2026-11-29; runs written before have none)\n"
+        for target in missing
+    )
 
 
 def _cell(value: float) -> str:

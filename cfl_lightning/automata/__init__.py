@@ -18,6 +18,7 @@ from cfl_lightning.automata.protocol import (
     class_tables,
     counting_table,
     expected_event_count,
+    spread_events,
 )
 from cfl_lightning.automata.pushdown import KEEP, POP, PushdownAutomaton
 from cfl_lightning.automata.pushdown.events import PushEvent, parse_event
@@ -32,6 +33,7 @@ __all__ = [
     "expected_event_count",
     "counting_table",
     "class_tables",
+    "spread_events",
     "load_automaton",
     "register_automaton_kind",
     "automaton_kinds",

@@ -34,13 +34,15 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import torch
 from torch import Tensor
 
+from cfl_lightning.automata.events import Event
 from cfl_lightning.kinds.events import counted_from_tokens
 
 if TYPE_CHECKING:
     from cfl_lightning.automata.diagram import Diagram
-    from cfl_lightning.automata.events import Event
 
-__all__ = ["Automaton", "expected_event_count", "counting_table", "class_tables"]
+__all__ = [
+    "Automaton", "expected_event_count", "counting_table", "class_tables", "spread_events",
+]
 
 
 @runtime_checkable
@@ -224,6 +226,31 @@ def counting_table(automaton: Automaton, event: Event) -> Tensor | None:
         return automaton.event_table(event)
     event.table(automaton)  # the kind's own table: checks the names
     return None
+
+
+#: the parts of a decomposed KL result; an event of another kind is reported under its own kind
+#: only where it spreads over several of their entries (:func:`spread_events`)
+KL_PARTS = ("state", "symbol", "transition")
+
+
+def spread_events(automaton: Automaton) -> dict[str, tuple[str, ...]]:
+    """The events that sum several transitions of a decomposed KL, by kind, in the order of
+    :meth:`Automaton.expected_occurrences`: a pushdown automaton's ``push:X`` and ``pop:X``
+    (``{"push": ("X0", ...), "pop": (...)}``); empty for a PFSA, whose every event is one
+    entry of the ``state``, ``symbol`` or ``transition`` part.
+
+    A kind whose events each sit in one entry of a part (a pushdown automaton's ``class:``, its
+    per-class ``state`` entry) is not listed: the part already reports it.
+    """
+    out: dict[str, list[str]] = {}
+    for text in automaton.expected_occurrences():
+        kind, _, name = text.partition(":")
+        if kind in KL_PARTS:
+            continue
+        part, _ = automaton.event_location(Event.parse(text))
+        if part == "transition":
+            out.setdefault(kind, []).append(name)
+    return {kind: tuple(names) for kind, names in out.items()}
 
 
 def class_tables(automaton: Automaton) -> tuple[Tensor, Tensor]:

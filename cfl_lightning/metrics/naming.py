@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 from torch import Tensor
 
-from cfl_lightning.automata import Automaton, Event, class_tables
+from cfl_lightning.automata import Automaton, Event, class_tables, spread_events
 from cfl_lightning.errors import EventError
 
 __all__ = ["EOS_NAME", "kl_log_dict", "kl_nested_dict", "kl_target_names", "target_values"]
@@ -41,7 +41,9 @@ def _transitions(automaton: Automaton) -> list[tuple[int, int, str]]:
 def kl_nested_dict(
     result: Mapping[str, Tensor], automaton: Automaton, *, unweighted: bool = False
 ) -> dict[str, dict[str, float | None]]:
-    """``{"state": {name: v}, "symbol": {name|EOS: v}, "transition": {"SRC:SYM": v}}``.
+    """``{"state": {name: v}, "symbol": {name|EOS: v}, "transition": {"SRC:SYM": v}}``, and
+    for every kind of :func:`~cfl_lightning.automata.spread_events` (a pushdown automaton's
+    ``push`` and ``pop``: ``{"pop": {X: v}}``) its events' :func:`target_values`.
 
     Args:
         result: the dict of :meth:`DecomposedKL.compute` / :func:`decomposed_kl`.
@@ -60,11 +62,18 @@ def kl_nested_dict(
     def clean(v: float) -> float | None:
         return None if math.isnan(v) else float(v)
 
-    return {
+    out = {
         "state": {name: clean(state[q]) for q, name in enumerate(automaton.class_names)},
         "symbol": {_symbol_name(automaton, s): clean(v) for s, v in enumerate(symbol)},
         "transition": {key: clean(trans[q][s]) for q, s, key in _transitions(automaton)},
     }
+    column = 1 if unweighted else 0
+    for kind, names in spread_events(automaton).items():
+        out[kind] = {
+            name: clean(target_values(result, f"{kind}:{name}", automaton)[column])
+            for name in names
+        }
+    return out
 
 
 def kl_log_dict(

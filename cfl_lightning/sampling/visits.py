@@ -25,7 +25,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from cfl_lightning.automata import PFSA, Automaton, Event
+from cfl_lightning.automata import PFSA, Automaton, Event, spread_events
 from cfl_lightning.errors import CflError, InterventionError
 from cfl_lightning.sampling.backend import backend_for
 from cfl_lightning.sampling.corpus import Corpus
@@ -107,7 +107,9 @@ def visits_by_event(automaton: Automaton, counts: Tensor) -> dict[str, dict[str,
 
     Returns:
         ``{"state": {class: n}, "symbol": {name|EOS: n}, "transition": {"CLASS:SYM": n}}``;
-        transitions where they exist (:meth:`~cfl_lightning.automata.Automaton.class_transitions`).
+        transitions where they exist (:meth:`~cfl_lightning.automata.Automaton.class_transitions`);
+        and for every kind of :func:`~cfl_lightning.automata.spread_events` (a pushdown
+        automaton's ``push`` and ``pop``) its events' :func:`target_visits`.
     """
     counts = counts.cpu().long()
     probs = automaton.class_probs().cpu()
@@ -120,11 +122,14 @@ def visits_by_event(automaton: Automaton, counts: Tensor) -> dict[str, dict[str,
         for s, name in enumerate(names):
             if exists[q][s]:
                 transition[f"{state}:{name}"] = per_state[q]
-    return {
+    out = {
         "state": dict(zip(automaton.class_names, per_state)),
         "symbol": dict(zip(names, symbol)),
         "transition": transition,
     }
+    for kind, events in spread_events(automaton).items():
+        out[kind] = {name: target_visits(automaton, f"{kind}:{name}", counts) for name in events}
+    return out
 
 
 def entering_function(pfsa: PFSA, stake: Tensor) -> Tensor:
