@@ -396,6 +396,40 @@ def test_a_prediction_falling_with_k_is_followed():
     assert result.corpus.total_count == n and 1980 <= result.total <= 2020
 
 
+def test_a_flat_prediction_takes_the_natural_number_of_strings():
+    """Where the predicted total hardly depends on ``K`` (length about proportional to count),
+    every ``K`` from 1 up predicts the window; the natural ``N / E[count]`` is taken, not ``K``
+    = 1 (one string holding every occurrence, which the large-deviation check then refused)."""
+    model = tm._Model("exact", 1000, 1.25, (1, 10_000))
+    model.a, model.b = 0.01, 6.3  # L(K) = 6300 + 0.01 K
+    window = token_window(6300)
+    assert model.solve(6300) == 1  # the nearest prediction alone: the far tail
+    assert model.solve(6300, window) == 800  # N / E[count], inside the window
+    model.a = 0.2  # steeper: the window holds K up to 315 only, its central half up to 157
+    assert model.solve(6300, window) == 157  # the central half: predictions up to 6,331.5
+    model.b = 7.0  # no K inside (every prediction above 6,363): the nearest
+    assert model.solve(6300, window) == model.solve(6300) == 1
+
+
+@pytest.mark.slow  # a 6,300-symbol Dyck corpus, about a second
+def test_a_total_a_plain_exact_corpus_has_is_reached():
+    """Dyck-2 with a neutral symbol (weight seed 520), 1,000 pops of ``(``: plain exact corpora of
+    500 strings hold about 6,300-6,700 symbols, so T = 6,300 exists; the solver refused it as a
+    large deviation (a pilot's line at one ratio sent K to 1). Now N is exact and the total
+    within 1%. (Totals at the very bottom of what N reaches, where the corpus total hardly
+    depends on K, may still be refused: docs/guide/sampling.md.)"""
+    from cfl_lightning.automata import dyck_pda
+    from cfl_lightning.sampling import sample_corpus
+
+    pda = dyck_pda(k=2, seed=520, neutral_prob=0.2)
+    plain = [int(sample_corpus(pda, 500, seed=s, intervention="exact", event="pop:(",
+                               count=1000).lengths.sum()) for s in range(3)]
+    assert min(plain) <= 6300 * 1.01 and max(plain) >= 6300
+    got = sample_token_matched(pda, 6300, seed=0, event="pop:(", count=1000)
+    assert got.corpus.total_count == 1000 and 6237 <= got.total <= 6363
+    assert got.num_strings >= 100
+
+
 # --------------------------------------------------------------------------- refusals
 
 

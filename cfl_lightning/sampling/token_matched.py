@@ -232,18 +232,23 @@ class _Model:
         self.kind, self.count, self.natural = kind, count, natural
         self.k_min, self.k_max = k_range
         self.a, self.b = 1.0, 0.0
+        self._pilots: list[tuple[Tensor, Tensor]] = []
         self.residual, self.strings = 0.0, 0
 
     def fit(self, corpus: Corpus) -> None:
-        """Least squares of length on count over a pilot's strings."""
+        """Least squares of length on count over every pilot's strings so far (a refit adds
+        its strings to the earlier pilots': a string's length may not be affine in its count,
+        and a line fitted at one ratio ``N / K`` alone sends ``K`` to and fro)."""
         assert corpus.counts is not None
-        lengths, counts = corpus.lengths.double(), corpus.counts.double()
+        self._pilots.append((corpus.lengths.double().cpu(), corpus.counts.double().cpu()))
+        lengths = torch.cat([p[0] for p in self._pilots])
+        counts = torch.cat([p[1] for p in self._pilots])
         spread = float(counts.var(unbiased=False))
         self.b = 0.0 if spread < 1e-12 else float(
             ((lengths - lengths.mean()) * (counts - counts.mean())).mean()
         ) / spread
         self.a = float(lengths.mean()) - self.b * float(counts.mean())
-        self.residual, self.strings = 0.0, corpus.lengths.numel()  # its residuals sum to 0
+        self.residual, self.strings = 0.0, lengths.numel()  # their residuals sum to 0
 
     def occurrences(self, k: int) -> float:
         return self.count if self.kind == "exact" else max(self.count, k * self.natural)
@@ -257,13 +262,31 @@ class _Model:
         self.residual += float((totals.double() - fitted).sum())
         self.strings += k * totals.numel()
 
-    def solve(self, tokens: int) -> int:
-        """The ``K`` in ``k_min .. k_max`` whose prediction is nearest ``tokens``.
+    def solve(self, tokens: int, window: tuple[int, int] | None = None) -> int:
+        """The ``K`` in ``k_min .. k_max`` whose prediction is nearest ``tokens``; with a
+        ``window``, of the ``K`` whose prediction lies in its central half, the one nearest the
+        natural number of strings ``N / E[count]``.
 
         The prediction is monotone in ``K`` but may fall: where a string's length grows faster
         than linearly in its count (a negative intercept), spreading ``N`` over more strings
-        shortens the corpus. The bisection follows the sign of the slope.
+        shortens the corpus. It may also be nearly flat: where a string's length is about
+        proportional to its count (a Dyck language's brackets), the total hardly depends on how
+        ``N`` is spread, and a ``K`` of 1 holding every occurrence predicts the target as well as
+        the natural ``K`` does; the natural one is taken (the corpus least unlike the
+        automaton's, where rejection is fast), not the first the bisection meets.
         """
+        nearest = self._nearest(tokens)
+        inside = None
+        if window is not None and self.natural > 0:  # the window's central half: a corpus at
+            # its edge would miss the window about half the time
+            inside = self._inside(((tokens + window[0]) / 2, (tokens + window[1]) / 2))
+        if inside is None:
+            return nearest
+        natural = round(self.occurrences(nearest) / self.natural)
+        return min(max(natural, inside[0]), inside[1])
+
+    def _nearest(self, tokens: int) -> int:
+        """The ``K`` whose prediction is nearest ``tokens`` (bisection along the slope)."""
         low, high = self.k_min, self.k_max
         rising = self.predict(high) >= self.predict(low)
         while high - low > 1:
@@ -273,6 +296,26 @@ class _Model:
             else:
                 high = mid
         return min((low, high), key=lambda k: abs(self.predict(k) - tokens))
+
+    def _inside(self, window: tuple[float, float]) -> tuple[int, int] | None:
+        """The first and last ``K`` whose prediction lies in ``window`` (an interval, since the
+        prediction is monotone), or None."""
+        rising = self.predict(self.k_max) >= self.predict(self.k_min)
+        sign = 1 if rising else -1
+
+        def first(at_least: float) -> int:  # the smallest K with sign * predict(K) >= at_least
+            low, high = self.k_min, self.k_max + 1
+            while low < high:
+                mid = (low + high) // 2
+                if sign * self.predict(mid) >= at_least:
+                    high = mid
+                else:
+                    low = mid + 1
+            return low
+
+        lo, hi = (window[0], window[1]) if rising else (-window[1], -window[0])
+        begin, end = first(lo), first(hi + 1e-9) - 1  # predictions at most hi (integers apart)
+        return (begin, end) if begin <= end else None
 
 
 def _lattice(counts: EventCounts, kind: str, k: int, n: int, k_min: int) -> tuple[int, int]:
@@ -390,7 +433,7 @@ def sample_token_matched(
     k = max(k_min, round(t / natural_length))
     for _ in range(3):  # refit where the first guess was far off
         _pilot(counts, model, k, t, gen)
-        k, previous = model.solve(t), k
+        k, previous = model.solve(t, window), k
         _refuse_unreachable(model, k, window, spec)  # before a pilot at an extreme K
         if abs(k - previous) <= max(0.2 * previous, 5):
             break
@@ -445,5 +488,5 @@ def _attempts(
             return TokenMatched(kept[0].to("cpu"), t, window, budget.tries + kept[1] + 1)
         budget.add(totals)
         model.observe(k, totals, occurrences)
-        k = model.solve(t)
+        k = model.solve(t, window)
     raise budget.exhausted(f"{spec.kind} {spec.count} ({spec.event}), K = {k}", window)
