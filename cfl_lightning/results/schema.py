@@ -86,7 +86,9 @@ FIELDS: tuple[Field, ...] = (
     Field("kl_target_unweighted", "number", "the same, per visit", "as `kl_target`, or "
           "undefined"),
     Field("kl", "object", "`{\"state\", \"symbol\", \"transition\"}` -> name -> contribution "
-          "(a value is null where unvisited or undefined)", _NO_KL),
+          "(a value is null where unvisited or undefined); a pushdown run also `\"push\"` and "
+          "`\"pop\"` -> stack symbol -> the contribution of the steps that push / pop it (the "
+          "sum of their transitions; unweighted: per step taken), since 2026-11-29", _NO_KL),
     Field("kl_unweighted", "object", "the same, per visit", _NO_KL),
     Field("best_val_loss", "number", "the best `val/kl_per_string`", "without validation"),
     Field("epochs", "integer", "completed training epochs", _NOT_TRAINED),
