@@ -343,6 +343,7 @@ def test_signal_during_a_long_write_leaves_no_temp_file(tmp_path, sig, code):
     assert target.read_text() == "precious\n" and not temp_files(tmp_path)
 
 
+@pytest.mark.slow  # a real fit process (imports Lightning: ~6 CPU-s); in process: test_train_cli_errors
 def test_fit_bad_input_is_one_line_in_a_real_process(tmp_path):
     """Lightning's ``Seed set to 0`` came before the refusal (the seed is set before the data
     module validates its arguments): the process's whole stderr is the one line."""
