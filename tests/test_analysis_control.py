@@ -256,6 +256,33 @@ def test_a_target_without_any_control_says_so(tmp_path, capsys):
     assert "no run has a control" not in capsys.readouterr().out
 
 
+def test_an_export_about_one_target_keeps_its_control(tmp_path, capsys):
+    """``--export-results`` with ``--target pop:(`` (or ``class:q/(``) keeps the other events of
+    the target's kind, so the export gives the same did as the runs; it once kept only the
+    target's own entries, and the control was lost."""
+    pops = [run(event="pop:(", kl={"(": 0.9, "[": 0.3 + a / 10}, automaton=f"A{a}", count=c)
+            for a in range(3) for c in (100, 400)]
+    for item in pops:
+        item["test_visits"] = {"pop:(": 5, "pop:[": 5}
+    classes = [run(event="class:q/(", kl={"a": 1.0}, automaton=f"B{a}", count=c)
+               for a in range(3) for c in (100, 400)]
+    for a, item in enumerate(classes):
+        item["kl"] = {"state": {"q/(": 0.45, "q/-": 0.05 * a, "q/[": 0.15}}
+        item["kl_unweighted"] = {"state": {"q/(": 0.9, "q/-": 0.1 * a, "q/[": 0.3}}
+        item["test_visits"] = {"state:q/(": 5, "state:q/-": 5, "state:q/[": 5}
+    for target, items in (("pop:(", pops), ("class:q/(", classes)):
+        folder = tmp_path / target.replace(":", "_").replace("/", "_")
+        write_results(folder / "runs", items)
+        out = folder / "e.jsonl"
+        assert exit_status(["analyze", str(folder / "runs"), "--target", target,
+                            "--export-results", str(out)]) == 0
+        args = ["--target", target, "--control", "non-target"]
+        exit_status(["analyze", str(folder / "runs"), *args])
+        direct = capsys.readouterr().out
+        exit_status(["analyze", str(out), *args])
+        assert capsys.readouterr().out == direct and "no run has a control" not in direct
+
+
 def test_min_visits_applies_to_the_control_events_too():
     visits = {"symbol:a": 9, "symbol:b": 2, "symbol:c": 9, "symbol:EOS": 9}
     record = record_from_results(run(visits=visits), "r")

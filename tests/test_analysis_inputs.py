@@ -58,8 +58,10 @@ def test_exported_results_give_the_same_table(synthetic, tmp_path, capsys, monke
         assert all(json.loads(line)["source"].endswith("results.json") for line in lines)
 
 
-def test_export_keeps_only_the_targets_and_stays_small(tmp_path, capsys):
-    """A 50-state, 10-symbol automaton's run records ~560 events; the export keeps the targets'."""
+def test_export_keeps_only_the_targets_kinds_and_stays_small(tmp_path, capsys):
+    """A 50-state, 10-symbol automaton's run records ~560 events; the export keeps the targets'
+    kinds (the 10 symbols for ``symbol:a``: its non-target control reads the other symbols),
+    not the states and transitions."""
     states = [f"q{i}" for i in range(50)]
     symbols = list("abcdefghij")
     specs = [f"state:{q}" for q in states] + [f"symbol:{s}" for s in symbols]
@@ -103,9 +105,11 @@ def test_export_keeps_only_the_targets_and_stays_small(tmp_path, capsys):
     assert size / len(items) < 1500, size / len(items)  # ~0.5-1 kB a run; the inputs ~60 kB
     assert size * 40 < full
     line = json.loads(export.read_text().splitlines()[0])
-    assert line["occurrences"] == {"count": {"symbol:a": 1234}, "strings": {"symbol:a": 99}}
-    assert line["kl"] == {"symbol": {"a": 0.123456789012345}}  # full precision
-    assert line["test_visits"] == {"symbol:a": 4321}
+    every = {f"symbol:{s}" for s in symbols}
+    assert line["occurrences"] == {"count": dict.fromkeys(every, 1234),
+                                   "strings": dict.fromkeys(every, 99)}
+    assert line["kl"] == {"symbol": dict.fromkeys(symbols, 0.123456789012345)}  # full precision
+    assert line["test_visits"] == dict.fromkeys(every, 4321)
     assert line["config"]["data"]["topology_seed"] == 7 and "trainer" not in line["config"]
     assert line["config"]["model"]["init_args"]["param_budget"] == 128000
     assert "automaton" not in line

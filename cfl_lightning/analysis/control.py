@@ -30,7 +30,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from cfl_lightning.analysis.pooling import cluster_means, event_kind
-from cfl_lightning.analysis.records import RunRecord
+from cfl_lightning.analysis.records import RunRecord, as_entry
 from cfl_lightning.analysis.stats import LEVEL, mean_sem, t_interval
 
 __all__ = [
@@ -59,17 +59,6 @@ _COLUMN = {"kl_target": 0, "kl_target_unweighted": 1}
 _NAN = math.nan
 
 
-# event kinds whose one entry sits under another kind's name in the results' maps: a pushdown
-# automaton's ``class:STATE/TOP`` is its per-class ("state") entry ``state:STATE/TOP``
-_KL_PART = {"class": "state"}
-
-
-def _as_entry(event: str) -> str:
-    """The name of ``event``'s entry in a run's per-event maps (``class:q/(`` -> ``state:q/(``)."""
-    kind, _, rest = event.partition(":")
-    return f"{_KL_PART[kind]}:{rest}" if kind in _KL_PART else event
-
-
 def _is_eos(event: str) -> bool:
     """``symbol:EOS``, ``transition:q0:EOS``: the end of string, never a target of a corpus."""
     return event.rsplit(":", 1)[-1] == EOS
@@ -88,7 +77,7 @@ def control_value(record: RunRecord, metric: str, min_visits: int = 1) -> float 
         raise ValueError(f"a control exists for {' and '.join(CONTROL_METRICS)}, not {metric!r}")
     if record.event is None or not record.target_kl:
         return None
-    target = _as_entry(record.event)
+    target = as_entry(record.event)
     kind, column = event_kind(target), _COLUMN[metric]
     visits, need = record.test_visits or {}, max(1, min_visits)
     values = []

@@ -41,6 +41,8 @@ __all__ = [
     "record_from_results",
     "record_from_wandb",
     "record_to_results",
+    "as_entry",
+    "kept_kinds",
     "slim_config",
     "known_contribution",
     "load_results",
@@ -367,22 +369,42 @@ def record_from_wandb(
     return record_from_results(data, source)
 
 
+# event kinds whose one entry sits under another kind's name in the results' maps: a pushdown
+# automaton's ``class:STATE/TOP`` is its per-class ("state") entry ``state:STATE/TOP``
+_KL_PART = {"class": "state"}
+
+
+def as_entry(event: str) -> str:
+    """The name of ``event``'s entry in a run's per-event maps (``class:q/(`` -> ``state:q/(``)."""
+    kind, _, rest = event.partition(":")
+    return f"{_KL_PART[kind]}:{rest}" if kind in _KL_PART else event
+
+
+def kept_kinds(events: Iterable[str]) -> set[str]:
+    """The kinds of per-event entries an export about ``events`` keeps: each event's own kind and
+    the kind its entry sits under (``class:q/(`` -> ``class`` and ``state``). Whole kinds, not
+    single events: a target's non-target control reads the run's other events of its kind."""
+    return {k for e in events for k in (e.partition(":")[0], as_entry(e).partition(":")[0])}
+
+
 def record_to_results(record: RunRecord, events: Iterable[str] | None = None) -> dict[str, Any]:
     """The compact ``results.json`` object of ``record`` (what :func:`record_from_results` reads).
 
     Args:
         record: the run.
         events: keep the per-event maps (``occurrences``, ``kl``, ``kl_unweighted``,
-            ``test_visits``) only for these events (default: every event).
+            ``test_visits``) only for the kinds of these events (:func:`kept_kinds`; default:
+            every event).
 
     Returns:
         A JSON-serializable dict that :func:`record_from_results` turns back into an equal
         record, with the same per-event values for the kept events.
     """
-    keep = None if events is None else set(events)
+    keep = None if events is None else kept_kinds(events)
 
     def kept(table: Mapping[str, Any] | None) -> dict[str, Any]:
-        return {k: v for k, v in (table or {}).items() if keep is None or k in keep}
+        return {k: v for k, v in (table or {}).items()
+                if keep is None or k.partition(":")[0] in keep}
 
     out: dict[str, Any] = {
         "model": record.model,
@@ -512,7 +534,8 @@ def write_jsonl(
     Args:
         records: the runs, written in order.
         path: the output file.
-        events: the events whose per-event values are kept (default: all).
+        events: the events whose kinds of per-event values are kept (:func:`kept_kinds`; default:
+            all).
         inputs: input files that ``path`` must not be.
 
     Returns:
