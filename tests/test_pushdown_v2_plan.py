@@ -140,3 +140,77 @@ def test_one_automaton_s_row_is_what_the_sampler_gives_now(draw):
     assert sizes == row["plain_symbols"]
     tokens = draw.token_arm(918, sizes)
     assert {e: {"T": t, "K": k} for e, (t, k) in tokens.items()} == row["tokens"]
+
+
+def _study_like_records(target: str, arm: str, counts) -> tuple[list, dict]:
+    """Results shaped like the study's runs (20 automata x 3 counts x 2 models x 2 trainings),
+    with known values: per automaton ``a`` and training ``s``, the target falls with the count
+    and the control less; returns the records and the reference ``{automaton: {count: (target,
+    control)}}`` averaged over the trainings (unweighted reading, one model)."""
+    import numpy as np
+
+    from cfl_lightning.analysis.records import record_from_results
+
+    rng = np.random.default_rng(48)
+    kind, _, name = target.partition(":")
+    records, reference = [], {}
+    for a in range(20):
+        base, other = rng.uniform(0.2, 0.6, size=2)
+        for i, count in enumerate(counts):
+            pairs = []
+            for model in ("LSTMLanguageModel", "TransformerLanguageModel"):
+                for s in (0, 1):
+                    t = base - 0.05 * i + rng.normal(0, 0.02)
+                    c = other - 0.02 * i + rng.normal(0, 0.02)
+                    if kind == "pop":
+                        maps, visits = {"pop": {"(": t, "[": c}}, {"pop:(": 9, "pop:[": 9}
+                    else:  # class:q/( under its state entry; control the mean of q/[ and q/-
+                        maps = {"state": {"q/(": t, "q/[": c - 0.01, "q/-": c + 0.01}}
+                        visits = {"state:q/(": 9, "state:q/[": 9, "state:q/-": 9}
+                    data = {"model": model, "intervention": "exact", "event": target,
+                            "count": count, "realized_count": count,
+                            "num_strings": 500 if arm == "plain" else 3000 - 700 * i,
+                            "seed": s, "automaton_id": f"{a:016x}", "kl_total": 1.0,
+                            "kl_target": t / 2, "kl_target_unweighted": t,
+                            "target_test_visits": 9,
+                            "kl": {k: {n: v / 2 for n, v in m.items()} for k, m in maps.items()},
+                            "kl_unweighted": maps, "test_visits": visits,
+                            "config": {"seed_everything": s, "data": {
+                                "event": target, "count": count,
+                                **({"tokens": 6000} if arm == "tokens" else {"num_strings": 500})}}}
+                    records.append(record_from_results(data, f"r{len(records)}"))
+                    if model == "LSTMLanguageModel":
+                        pairs.append((t, c))
+            reference.setdefault(a, {})[count] = tuple(np.mean(pairs, axis=0))
+    return records, reference
+
+
+@pytest.mark.parametrize("target,short,arm,counts", [
+    ("pop:(", "pop", "tokens", (250, 500, 1000)), ("class:q/(", "class", "plain", (400, 800, 1600)),
+])
+def test_the_plan_files_evaluate_records_shaped_like_the_study_s(target, short, arm, counts):
+    """The plans read such records as the page says: the two trainings averaged per automaton,
+    the control from the other pops (or classes), paired over 20 automata; the primary
+    contrast equals a numpy/scipy recomputation (synthetic values, not results)."""
+    import numpy as np
+    from scipy import stats
+
+    from cfl_lightning.analysis.plan import evaluate_plan, load_plan
+
+    records, ref = _study_like_records(target, arm, counts)
+    plan = load_plan(REPO / "docs" / "pushdown" / "v2" / f"plan_{short}_{arm}.yaml")
+    result = evaluate_plan(records, plan)
+    low, top = counts[0], counts[-1]
+    if arm == "tokens":  # P2 / C2: the target's change
+        diffs = np.array([ref[a][top][0] - ref[a][low][0] for a in ref])
+    else:  # P1 / C1: did's change
+        diffs = np.array([(ref[a][top][0] - ref[a][top][1]) - (ref[a][low][0] - ref[a][low][1])
+                          for a in ref])
+    half = stats.t.ppf(0.975, 19) * diffs.std(ddof=1) / np.sqrt(20)
+    name = plan.contrasts[0].name
+    est = result.contrasts[("kl_target_unweighted", "LSTMLanguageModel", name)]
+    assert est.n == 20
+    assert (est.value, est.low, est.high) == pytest.approx(
+        (diffs.mean(), diffs.mean() - half, diffs.mean() + half), abs=1e-9)
+    assert result.contrast_verdicts[("kl_target_unweighted", "LSTMLanguageModel", name)] in (
+        "reproduced", "not resolved", "contradicted")
