@@ -286,36 +286,36 @@ class _Model:
         return min(max(natural, inside[0]), inside[1])
 
     def _nearest(self, tokens: int) -> int:
-        """The ``K`` whose prediction is nearest ``tokens`` (bisection along the slope)."""
-        low, high = self.k_min, self.k_max
-        rising = self.predict(high) >= self.predict(low)
-        while high - low > 1:
-            mid = (low + high) // 2
-            if (self.predict(mid) < tokens) == rising:
-                low = mid
-            else:
-                high = mid
-        return min((low, high), key=lambda k: abs(self.predict(k) - tokens))
+        """The ``K`` whose prediction is nearest ``tokens``: of the two around where the
+        prediction crosses it (:meth:`_first`)."""
+        crossing = self._first(tokens, strict=not self._rising())
+        high = min(max(crossing, self.k_min + 1), self.k_max)
+        return min((high - 1, high), key=lambda k: abs(self.predict(k) - tokens))
 
     def _inside(self, window: tuple[float, float]) -> tuple[int, int] | None:
         """The first and last ``K`` whose prediction lies in ``window`` (an interval, since the
         prediction is monotone), or None."""
-        rising = self.predict(self.k_max) >= self.predict(self.k_min)
-        sign = 1 if rising else -1
-
-        def first(at_least: float) -> int:  # the smallest K with sign * predict(K) >= at_least
-            low, high = self.k_min, self.k_max + 1
-            while low < high:
-                mid = (low + high) // 2
-                if sign * self.predict(mid) >= at_least:
-                    high = mid
-                else:
-                    low = mid + 1
-            return low
-
-        lo, hi = (window[0], window[1]) if rising else (-window[1], -window[0])
-        begin, end = first(lo), first(hi + 1e-9) - 1  # predictions at most hi (integers apart)
+        near, far = window if self._rising() else window[::-1]  # in the order K meets them
+        begin, end = self._first(near), self._first(far, strict=True) - 1
         return (begin, end) if begin <= end else None
+
+    def _rising(self) -> bool:
+        return self.predict(self.k_max) >= self.predict(self.k_min)
+
+    def _first(self, bound: float, strict: bool = False) -> int:
+        """The smallest ``K`` in ``k_min .. k_max`` whose prediction has reached ``bound`` along
+        the slope (rising: ``>= bound``, falling: ``<= bound``; past it with ``strict``), or
+        ``k_max + 1``: one bisection, the prediction being monotone."""
+        sign = 1 if self._rising() else -1
+        low, high = self.k_min, self.k_max + 1
+        while low < high:
+            mid = (low + high) // 2
+            ahead = sign * (self.predict(mid) - bound)
+            if ahead > 0 or (ahead == 0 and not strict):
+                high = mid
+            else:
+                low = mid + 1
+        return low
 
 
 def _lattice(counts: EventCounts, kind: str, k: int, n: int, k_min: int) -> tuple[int, int]:
