@@ -134,12 +134,18 @@ def test_the_mde_table_is_what_the_recomputation_gives():
 
 @pytest.mark.slow  # draws one automaton's nine corpora, a few seconds
 def test_one_automaton_s_row_is_what_the_sampler_gives_now(draw):
-    """Automaton 918's plain sizes and token K, drawn again as fit draws them (data.seed 0)."""
+    """Automaton 918's plain sizes, drawn again as fit draws them (data.seed 0), are the
+    recorded ones. Its token K were chosen by the sampler of the study's commit (00712b4, the
+    one every run trains with); the chooser changed after it (docs/pushdown_v2.md, "The corpus
+    law"): it must still admit all six token corpora, with K within 15% of the recorded."""
     row = next(r for r in SELECTION if r["seed"] == 918)
     sizes = draw.plain_sizes(918)
     assert sizes == row["plain_symbols"]
     tokens = draw.token_arm(918, sizes)
-    assert {e: {"T": t, "K": k} for e, (t, k) in tokens.items()} == row["tokens"]
+    for target, (t, ks) in tokens.items():
+        assert t == row["tokens"][target]["T"]
+        for now, then in zip(ks, row["tokens"][target]["K"], strict=True):
+            assert now.isdigit() and abs(int(now) / int(then) - 1) <= 0.15, (target, now, then)
 
 
 def _study_like_records(target: str, arm: str, counts) -> tuple[list, dict]:

@@ -14,12 +14,19 @@ the corpus is distributed as ``K`` i.i.d. strings of the automaton conditioned o
 ``L``, whatever the choice of ``K`` was, because ``K`` is chosen only from draws that are never
 kept (:func:`draw_in_window` draws at a fixed ``K``).
 
-Choosing ``K`` (:class:`_Model`): a string's length is about affine in its count,
-``l ~ a + b n``, so a corpus of ``K`` strings holding ``N`` has ``L ~ a K + b N``. A pilot of
-:data:`PILOT_STRINGS` exact-count strings at the target's ratio ``N / K`` fits ``a`` and ``b``
-by least squares; each rejected batch then corrects ``a`` by its mean residual per string, and
-``K`` is solved again. Everything is drawn from one generator seeded by ``seed``: the same
-arguments give the same ``K`` and the same corpus.
+Choosing ``K`` (:class:`CorpusTotalModel`): a corpus of ``K`` strings holding ``N`` has the expected
+total ``K E[g(n)]``, where ``g(n)`` is a string's mean length given its count and ``n`` one
+string's count in such a corpus (about the count law tilted to the mean ``N / K``). ``g`` is
+measured, not assumed affine: a pilot of at most :data:`PILOT_STRINGS` exact-count strings at
+the target's ratio ``N / K`` gives the mean length at the counts it holds often, and strings
+conditioned on the rarer counts (up to three times the densest ratio allowed) fill the rest.
+The predicted total need not be monotone in ``K`` (few long strings and many nearly empty ones
+can both be long corpora), so ``K`` is searched on a grid; of the ``K`` predicted inside the
+window's central half, the one nearest the natural number of strings is taken. Each rejected
+batch corrects the prediction by its mean residual per string, and ``K`` is solved again.
+Everything is drawn from one generator seeded by ``seed``: the same arguments give the same
+``K`` and the same corpus. (Commits up to ``004592c`` chose ``K`` with an affine ``g``: their
+``K`` differ, their law given ``K`` is the same.)
 
 Bounds: at most ``max_tries`` corpora (default :data:`DEFAULT_TRIES`) and about
 ``20 T + 2,000,000`` symbols drawn in all; then :class:`~cfl_lightning.errors.
@@ -43,9 +50,10 @@ from cfl_lightning.progress import Progress
 from cfl_lightning.sampling.backend import EventCounts, backend_for
 from cfl_lightning.sampling.budget import check_corpora_memory
 from cfl_lightning.sampling.corpus import Corpus
-from cfl_lightning.sampling.counts import split_at_least, split_exact
+from cfl_lightning.sampling.counts import CountLaw, split_at_least, split_exact
 from cfl_lightning.sampling.intervention import Intervention, as_int
 from cfl_lightning.sampling.request import SEED_MAX, resolve_device
+from cfl_lightning.sampling.total_model import KNOT, CorpusTotalModel
 
 __all__ = [
     "TokenMatched",
@@ -71,6 +79,8 @@ PILOT_STRINGS = 5_000
 DENSE = 20
 #: corpora tried before giving up (default of ``max_tries``)
 DEFAULT_TRIES = 1_000
+_STRINGS = 10  # K is at most this many times the natural number of strings of T symbols
+_REACH = 1.25  # a target is refused as unreachable when the prediction misses it by this factor
 _PILOT_COUNT = 10_000  # occurrences in a pilot, at most (or N, if more)
 _BATCH_TOKENS = 200_000  # small corpora are tried this many symbols at a time
 _DRAWN_PER_TARGET, _DRAWN_FLOOR = 20, 2_000_000  # symbols drawn in all: 20 T + 2e6 at most
@@ -110,7 +120,7 @@ class TokenMatched:
 
 def _budgets(counts: EventCounts, kind: str, k: int, n: int, gen: torch.Generator,
              draws: int) -> Tensor:
-    """``[draws, K]`` per-string counts of ``draws`` independent corpora (``exact``/``at_least``)."""
+    """``[draws, K]`` per-string counts of ``draws`` corpora (``exact`` or ``at_least``)."""
     if kind == "exact":
         return split_exact(counts.law_for_total(k, n), k, n, gen, draws=draws)
     return split_at_least(counts.law, k, n, gen, draws=draws)
@@ -219,105 +229,6 @@ def draw_in_window(
     raise budget.exhausted(f"{num_strings} strings", window)
 
 
-class _Model:
-    """``L(K) ~ (a + c) K + b n(K)``: a corpus's expected total, the rule that chooses ``K``.
-
-    ``a``, ``b``: a string's length ``~ a + b x`` its count, fitted on a pilot; ``c``: the mean
-    residual per string over the pilot and the corpora drawn since (so that a small corpus
-    barely moves ``K`` and a large one corrects the pilot's error); ``n(K)``: ``N``
-    (``exact``), or ``max(N, K E[count])`` (``at_least``).
-    """
-
-    def __init__(self, kind: str, count: int, natural: float, k_range: tuple[int, int]) -> None:
-        self.kind, self.count, self.natural = kind, count, natural
-        self.k_min, self.k_max = k_range
-        self.a, self.b = 1.0, 0.0
-        self._pilots: list[tuple[Tensor, Tensor]] = []
-        self.residual, self.strings = 0.0, 0
-
-    def fit(self, corpus: Corpus) -> None:
-        """Least squares of length on count over every pilot's strings so far (a refit adds
-        its strings to the earlier pilots': a string's length may not be affine in its count,
-        and a line fitted at one ratio ``N / K`` alone sends ``K`` to and fro)."""
-        assert corpus.counts is not None
-        self._pilots.append((corpus.lengths.double().cpu(), corpus.counts.double().cpu()))
-        lengths = torch.cat([p[0] for p in self._pilots])
-        counts = torch.cat([p[1] for p in self._pilots])
-        spread = float(counts.var(unbiased=False))
-        self.b = 0.0 if spread < 1e-12 else float(
-            ((lengths - lengths.mean()) * (counts - counts.mean())).mean()
-        ) / spread
-        self.a = float(lengths.mean()) - self.b * float(counts.mean())
-        self.residual, self.strings = 0.0, lengths.numel()  # their residuals sum to 0
-
-    def occurrences(self, k: int) -> float:
-        return self.count if self.kind == "exact" else max(self.count, k * self.natural)
-
-    def predict(self, k: int) -> float:
-        return (self.a + self.residual / max(self.strings, 1)) * k + self.b * self.occurrences(k)
-
-    def observe(self, k: int, totals: Tensor, occurrences: Tensor) -> None:
-        """Correct ``a`` by the residuals of drawn corpora (``[B]`` totals and occurrences)."""
-        fitted = self.a * k + self.b * occurrences.double()
-        self.residual += float((totals.double() - fitted).sum())
-        self.strings += k * totals.numel()
-
-    def solve(self, tokens: int, window: tuple[int, int] | None = None) -> int:
-        """The ``K`` in ``k_min .. k_max`` whose prediction is nearest ``tokens``; with a
-        ``window``, of the ``K`` whose prediction lies in its central half, the one nearest the
-        natural number of strings ``N / E[count]``.
-
-        The prediction is monotone in ``K`` but may fall: where a string's length grows faster
-        than linearly in its count (a negative intercept), spreading ``N`` over more strings
-        shortens the corpus. It may also be nearly flat: where a string's length is about
-        proportional to its count (a Dyck language's brackets), the total hardly depends on how
-        ``N`` is spread, and a ``K`` of 1 holding every occurrence predicts the target as well as
-        the natural ``K`` does; the natural one is taken (the corpus least unlike the
-        automaton's, where rejection is fast), not the first the bisection meets.
-        """
-        nearest = self._nearest(tokens)
-        inside = None
-        if window is not None and self.natural > 0:  # the window's central half: a corpus at
-            # its edge would miss the window about half the time
-            inside = self._inside(((tokens + window[0]) / 2, (tokens + window[1]) / 2))
-        if inside is None:
-            return nearest
-        natural = round(self.occurrences(nearest) / self.natural)
-        return min(max(natural, inside[0]), inside[1])
-
-    def _nearest(self, tokens: int) -> int:
-        """The ``K`` whose prediction is nearest ``tokens``: of the two around where the
-        prediction crosses it (:meth:`_first`)."""
-        crossing = self._first(tokens, strict=not self._rising())
-        high = min(max(crossing, self.k_min + 1), self.k_max)
-        return min((high - 1, high), key=lambda k: abs(self.predict(k) - tokens))
-
-    def _inside(self, window: tuple[float, float]) -> tuple[int, int] | None:
-        """The first and last ``K`` whose prediction lies in ``window`` (an interval, since the
-        prediction is monotone), or None."""
-        near, far = window if self._rising() else window[::-1]  # in the order K meets them
-        begin, end = self._first(near), self._first(far, strict=True) - 1
-        return (begin, end) if begin <= end else None
-
-    def _rising(self) -> bool:
-        return self.predict(self.k_max) >= self.predict(self.k_min)
-
-    def _first(self, bound: float, strict: bool = False) -> int:
-        """The smallest ``K`` in ``k_min .. k_max`` whose prediction has reached ``bound`` along
-        the slope (rising: ``>= bound``, falling: ``<= bound``; past it with ``strict``), or
-        ``k_max + 1``: one bisection, the prediction being monotone."""
-        sign = 1 if self._rising() else -1
-        low, high = self.k_min, self.k_max + 1
-        while low < high:
-            mid = (low + high) // 2
-            ahead = sign * (self.predict(mid) - bound)
-            if ahead > 0 or (ahead == 0 and not strict):
-                high = mid
-            else:
-                low = mid + 1
-        return low
-
-
 def _lattice(counts: EventCounts, kind: str, k: int, n: int, k_min: int) -> tuple[int, int]:
     """``(K, N)`` moved to the nearest pair the per-string counts can make (``exact``).
 
@@ -334,7 +245,8 @@ def _lattice(counts: EventCounts, kind: str, k: int, n: int, k_min: int) -> tupl
     return k, n  # nothing nearby: the split names the problem
 
 
-def _pilot(counts: EventCounts, model: _Model, k: int, tokens: int, gen: torch.Generator) -> None:
+def _pilot(counts: EventCounts, model: CorpusTotalModel, k: int, tokens: int,
+           gen: torch.Generator) -> None:
     """Fit the model on a pilot of at most :data:`PILOT_STRINGS` strings at ``N / K``."""
     per_string = max(tokens / k, 1e-3)
     by_count = k * max(1, _PILOT_COUNT // max(model.count, 1))  # at most max(N, 10,000) in all
@@ -347,6 +259,17 @@ def _pilot(counts: EventCounts, model: _Model, k: int, tokens: int, gen: torch.G
         n = p * law.low + law.period * ((n - p * law.low) // law.period)
     corpus, _, _ = _draw_batch(counts, model.kind, p, n, 1, gen, False)
     model.fit(corpus)
+
+
+def _ladder(counts: EventCounts, model: CorpusTotalModel, k: int, tokens: int,
+            gen: torch.Generator) -> None:
+    """Strings conditioned on the counts the pilot saw too rarely near ``K`` (and denser), so
+    that the length model does not extrapolate there: :data:`KNOT` strings at each count of
+    :meth:`CorpusTotalModel.ladder`, within about ``max(200,000, 2 T)`` symbols."""
+    ladder = model.ladder(k, max(200_000, 2 * tokens))
+    if ladder:
+        budgets = torch.tensor(ladder, dtype=torch.int64).repeat_interleave(KNOT)
+        model.fit(counts.generate(budgets, gen))
 
 
 def check_token_kind(kind: Any, tokens: int) -> None:
@@ -428,11 +351,17 @@ def sample_token_matched(
     window = token_window(t)
     gen = torch.Generator(device=dev).manual_seed(seed)
     natural_length = max(automaton.expected_length(), 1e-2)
-    k_range = (k_min, k_min + math.ceil(10 * t / natural_length))
-    model = _Model(spec.kind, spec.count, expected_event_count(automaton, spec.event), k_range)
+    natural = expected_event_count(automaton, spec.event)
+    law, complete = _law(counts, spec, natural, bound)
+    k_max = k_min + math.ceil(_STRINGS * t / natural_length)
+    if spec.kind == "exact" and law.low > 0:  # every string holds at least low occurrences
+        k_max = max(k_min, min(k_max, spec.count // law.low))
+    model = CorpusTotalModel(spec.kind, spec.count, natural, (k_min, k_max), law, complete,
+                             DENSE)
     k = max(k_min, round(t / natural_length))
     for _ in range(3):  # refit where the first guess was far off
         _pilot(counts, model, k, t, gen)
+        _ladder(counts, model, model.solve(t, window), t, gen)
         k, previous = model.solve(t, window), k
         _refuse_unreachable(model, k, window, spec)  # before a pilot at an extreme K
         if abs(k - previous) <= max(0.2 * previous, 5):
@@ -441,23 +370,36 @@ def sample_token_matched(
     return _attempts(counts, model, spec, (k, t), window, gen, max_tries, progress)
 
 
+def _law(counts: EventCounts, spec: Intervention, natural: float,
+         bound: int | None) -> tuple[CountLaw, bool]:
+    """The per-string count law the length model tilts, and whether it is complete for every
+    ``K`` (held up to the most one string can hold, or, ``exact``, up to ``N``); else it is held
+    far enough for :data:`DENSE` x the natural occurrences per string."""
+    assert spec.count is not None
+    upto = max(64, math.ceil(4 * DENSE * natural) + 64)
+    limits = [x for x in (bound, spec.count if spec.kind == "exact" else None) if x is not None]
+    limit = min(limits) if limits else math.inf
+    return counts.law(int(min(upto, limit))), upto >= limit
+
+
 def _refuse_unreachable(
-    model: _Model, k: int, window: tuple[int, int], spec: Intervention
+    model: CorpusTotalModel, k: int, window: tuple[int, int], spec: Intervention
 ) -> None:
     """Refuse a target well outside what the corpora holding the count have, for any ``K``,
     or one that only corpora of :data:`DENSE` x the natural occurrences per string reach."""
-    ends = model.predict(model.k_min), model.predict(model.k_max)
-    fewest, most = min(ends), max(ends)  # the prediction may fall with K (Model.solve)
+    _, preds = model.grid()
+    fewest, most = float(preds.min()), float(preds.max())  # not monotone in K (Model)
     what = f"{spec.kind} {spec.count} ({spec.event})"
-    if fewest > 2 * window[1] + 10:  # the pilot's fit is noisy: refuse only far off
+    if fewest > _REACH * window[1] + 10:  # the model is a prediction: refuse only well off
         raise InterventionError(
             f"tokens {window[0]}..{window[1]} is too few for {what}: corpora that hold them "
             f"have at least about {fewest:,.0f} symbols"
         )
-    if most < (window[0] - 10) / 2:
+    if most < (window[0] - 10) / _REACH:
         raise InterventionError(
             f"tokens {window[0]}..{window[1]} is more than corpora with {what} reach: "
-            f"at most about {most:,.0f} symbols (up to {model.k_max:,} strings)"
+            f"at most about {most:,.0f} symbols (up to {model.k_max:,} strings, {_STRINGS} "
+            "times the natural number of strings of that total)"
         )
     if spec.kind == "exact" and spec.count > DENSE * model.natural * k:
         raise InterventionError(
@@ -468,7 +410,7 @@ def _refuse_unreachable(
 
 
 def _attempts(
-    counts: EventCounts, model: _Model, spec: Intervention, sizes: tuple[int, int],
+    counts: EventCounts, model: CorpusTotalModel, spec: Intervention, sizes: tuple[int, int],
     window: tuple[int, int], gen: torch.Generator, max_tries: int | None, progress: bool,
 ) -> TokenMatched:
     """Draw corpora, correcting ``K`` after each rejected batch, until one lies in ``window``.
