@@ -268,7 +268,8 @@ def _ladder(counts: EventCounts, model: CorpusTotalModel, k: int, tokens: int,
     :meth:`CorpusTotalModel.ladder`, within about ``max(200,000, 2 T)`` symbols."""
     ladder = model.ladder(k, max(200_000, 2 * tokens))
     if ladder:
-        budgets = torch.tensor(ladder, dtype=torch.int64).repeat_interleave(KNOT)
+        budgets = torch.tensor(ladder, dtype=torch.int64, device=gen.device)
+        budgets = budgets.repeat_interleave(KNOT)
         model.fit(counts.generate(budgets, gen))
 
 
