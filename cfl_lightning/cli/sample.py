@@ -66,7 +66,8 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--method", choices=METHODS, default="binning")
     parser.add_argument("--device", default="auto", help="auto (CUDA if available), cpu or cuda")
     parser.add_argument(
-        "--max-tries", type=int, default=None, help="rejection: corpora to try (default 10000)"
+        "--max-tries", type=int, default=None,
+        help="corpora to try: --method rejection (default 10000), or --tokens (default 1000)",
     )
     parser.add_argument(
         "--force",
