@@ -12,15 +12,7 @@ J=${J:-2}
 E=${E:-8}
 RUNS=${RUNS:-runs/pushdown}
 S=sweeps/pushdown
-status=0
-
-run() {  # run SWEEP OUTPUT: one tier; a failed point does not stop the later tiers
-    echo "== $1 -> $2"
-    "$PYTHON" -m cfl_lightning sweep "$1" --output "$2" --ensemble "$E" --parallel "$J"
-    local rc=$?
-    if [ "$rc" -eq 130 ] || [ "$rc" -eq 2 ]; then exit "$rc"; fi  # interrupted, or bad input/locked
-    [ "$rc" -eq 0 ] || status=1
-}
+. "$(dirname "${BASH_SOURCE[0]}")/../run_tier.sh"  # run SWEEP OUTPUT
 
 run "$S/dyck_causal.yaml" "$RUNS/dyck_causal"                  # P1
 run "$S/dyck_correlational.yaml" "$RUNS/dyck_correlational"    # P2

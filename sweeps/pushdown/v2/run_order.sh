@@ -18,15 +18,7 @@ RUNS=${RUNS:-runs/pushdown_v2}
 V2=sweeps/pushdown/v2
 # the 20 automata in the order draw.py --select chose them
 SEEDS="918 633 882 978 625 334 612 785 520 611 510 575 380 757 606 771 973 763 451 966"
-status=0
-
-run() {  # run SWEEP OUTPUT: one sweep; a failed point does not stop the later ones
-    echo "== $1 -> $2"
-    "$PYTHON" -m cfl_lightning sweep "$1" --output "$2" --ensemble "$E" --parallel "$J"
-    local rc=$?
-    if [ "$rc" -eq 130 ] || [ "$rc" -eq 2 ]; then exit "$rc"; fi  # interrupted, or bad input/locked
-    [ "$rc" -eq 0 ] || status=1
-}
+. "$(dirname "${BASH_SOURCE[0]}")/../../run_tier.sh"  # run SWEEP OUTPUT
 
 run "$V2/plain_pop.yaml" "$RUNS/pop_plain"                                   # P1
 for s in $SEEDS; do run "$V2/tokens/pop_$s.yaml" "$RUNS/pop_tokens/$s"; done  # P2
