@@ -479,7 +479,8 @@ def _figure(curves: dict, drawn: list[str], num_records: int, targets: list[str]
     num_best = curves[drawn[0]].num_best
     sys.stderr.write(
         f"{PROG}: {num_records} runs ({num_best} run/target points after "
-        f"best-of-repeats), {len({r.target for r in rows})} target(s), {', '.join(settings)}; "
+        f"{'best-of-repeats' if args.repeats == 'best' else 'repeats kept for the mean'}), "
+        f"{len({r.target for r in rows})} target(s), {', '.join(settings)}; "
         f"wrote {output} and {table}\n"
     )
 
