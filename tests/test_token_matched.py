@@ -1,7 +1,7 @@
 """Token-matched sampling (``--tokens``) against a brute-force reference of its conditional law.
 
-The reference enumerates every corpus of ``K`` short strings of a tiny automaton (a PFSA and a
-pushdown automaton), weighs each by the product of its strings' probabilities, and keeps those
+The reference enumerates every corpus of ``K`` short strings of a tiny automaton (a PFSA, a
+pushdown automaton and, for the rejection step, a grammar), weighs each by the product of its strings' probabilities, and keeps those
 that meet the count and whose total lies in the window: the law of ``K`` i.i.d. strings given
 ``(K, N, total)``. Chi-square with fixed seeds; each law check has a negative control.
 """
@@ -556,3 +556,69 @@ def test_unreachable_window_is_bounded_and_says_what_was_drawn():
     message = str(info.value)
     assert "in 50 tries" in message and "totals 4..4" in message and "5..5 symbols" in message
     assert "\n" not in message
+
+
+# --------------------------------------------------------------------------- grammars
+
+PCFG_TEXT = "S -> S S [0.15] | '(' S ')' [0.15] | '(' ')' [0.3] | 'x' [0.4]\n"  # ambiguous
+PCFG_WRONG = "S -> S S [0.2] | '(' S ')' [0.1] | '(' ')' [0.3] | 'x' [0.4]\n"
+
+
+def pcfg_window_law(text: str, tmp_path, k: int, n: int, total: int) -> dict:
+    """``P(corpus | K, N, total)`` of a grammar over ordered ``K``-tuples, from the leftmost
+    derivations' enumeration of ``tests/pcfg_count_reference.py`` (independent of the sampler)."""
+    from tests.pcfg_count_reference import event_count, string_law
+
+    path = tmp_path / "law.pcfg"
+    path.write_text(text)
+    from cfl_lightning.automata import load_automaton
+
+    grammar = load_automaton(str(path)).grammar
+    x = grammar.alphabet.index("(")
+    strings, dropped = string_law(grammar, total, symbol=x, max_count=n)
+    assert dropped < 1e-12
+    law = {}
+    for corpus in itertools.product(strings.items(), repeat=k):
+        if (sum(len(s) for s, _ in corpus) == total
+                and sum(event_count(s, x) for s, _ in corpus) == n):
+            law[tuple(s for s, _ in corpus)] = math.prod(p for _, p in corpus)
+    mass = math.fsum(law.values())
+    return {key: value / mass for key, value in law.items()}
+
+
+@pytest.mark.slow  # 20,000 grammar corpora of two strings, a few seconds
+def test_accepted_corpora_follow_the_conditional_law_pcfg(tmp_path):
+    """The third kind behind the seam: corpora of K = 2 strings of an ambiguous grammar under
+    exactly 2 ``(`` whose total is 6 (the rejection step of ``--tokens``, batched) follow the
+    grammar conditioned on (K, N, total), by enumeration of its derivations; negative control:
+    the law of a grammar with other rule weights (same strings) is rejected."""
+    from cfl_lightning.automata import load_automaton
+
+    path = tmp_path / "g.pcfg"
+    path.write_text(PCFG_TEXT)
+    grammar = load_automaton(str(path))
+    counts = backend_for(grammar).event_counts(Event.parse("symbol:("))
+    corpus, totals, _ = tm._draw_batch(counts, "exact", 2, 2, 20_000,
+                                       torch.Generator().manual_seed(5), False)
+    strings = corpus.to_lists()
+    kept = [tuple(tuple(s) for s in strings[2 * i: 2 * i + 2]) for i in range(20_000)
+            if int(totals[i]) == 6]
+    assert len(kept) > 1000
+    law = pcfg_window_law(PCFG_TEXT, tmp_path, 2, 2, 6)
+    observed = Counter(kept)
+    assert set(observed) <= set(law)
+    assert chi_square_pvalue(observed, law, len(kept)) > ALPHA
+    wrong = pcfg_window_law(PCFG_WRONG, tmp_path, 2, 2, 6)
+    assert chi_square_pvalue(observed, wrong, len(kept)) < ALPHA
+
+
+def test_pcfg_token_matched_meets_both_constraints(tmp_path):
+    """``sample_token_matched`` on a grammar: N exact, the total within 1%, K reported."""
+    from cfl_lightning.automata import load_automaton
+
+    path = tmp_path / "g.pcfg"
+    path.write_text(PCFG_TEXT)
+    grammar = load_automaton(str(path))
+    result = sample_token_matched(grammar, 3_000, seed=0, event="symbol:(", count=400)
+    assert result.corpus.total_count == 400 and 2_970 <= result.total <= 3_030
+    assert result.num_strings == len(result.corpus) >= 1
