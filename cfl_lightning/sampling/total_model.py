@@ -64,7 +64,6 @@ class CorpusTotalModel:
         self.k_min, self.k_max = k_range
         self._log_pmf = law.log_pmf.numpy()
         self._low, self._period = law.low, law.period
-        self._high = law.high if complete else math.inf  # the most one string holds, if known
         self._cap = math.inf if complete else (law.log_pmf.numel() - 1) / 2  # reliable means
         self._pilots: list[tuple[Tensor, Tensor]] = []
         self._knots = (np.zeros(0), np.zeros(0))
@@ -154,8 +153,12 @@ class CorpusTotalModel:
             self._grid = ks, values
         return self._grid
 
+    def _per_string(self) -> float:
+        """``c``, the mean residual per string."""
+        return self.residual / max(self.strings, 1)
+
     def predict(self, k: int) -> float:
-        return self._expected(k) + self.residual / max(self.strings, 1) * k
+        return self._expected(k) + self._per_string() * k
 
     def observe(self, k: int, totals: Tensor, occurrences: Tensor) -> None:
         """Correct the level by the residuals of drawn corpora (``[B]`` totals and occurrences)."""
@@ -167,7 +170,7 @@ class CorpusTotalModel:
     def grid(self) -> tuple[np.ndarray, np.ndarray]:
         """``K`` on a geometric grid over ``k_min .. k_max`` and their predictions."""
         ks, values = self._curve()
-        return ks, values + self.residual / max(self.strings, 1) * ks
+        return ks, values + self._per_string() * ks
 
     def solve(self, tokens: int, window: tuple[int, int] | None = None) -> int:
         """The ``K`` in ``k_min .. k_max`` whose prediction is nearest ``tokens``; with a
